@@ -1,3 +1,14 @@
 //! sandbox-run: a deny-by-default policy gate in front of a kernel-confined child.
+//! See `DESIGN.md` (shared) for the contracts and the architecture.
 
+pub mod app;
+pub mod cli;
+pub mod launcher;
+pub mod layers;
+pub mod plan;
 pub mod policy;
+pub mod profile;
+pub mod supervisor;
+pub mod sys;
+pub mod units;
+pub mod workspace;

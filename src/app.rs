@@ -1,0 +1,175 @@
+//! The commands: turn parsed flags into work and an exit code.
+
+use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target};
+use crate::policy::{self, Input};
+use crate::profile::{Loader, Profile};
+use crate::workspace::Workspace;
+use std::ffi::OsString;
+
+/// Exit code for failures of sandbox-run itself (bad flag, bad profile, unusable host).
+pub const EXIT_SANDBOX_ERROR: i32 = 125;
+
+/// A failure of sandbox-run itself: one line for stderr and the exit code.
+#[derive(Debug)]
+pub struct Fail {
+    pub code: i32,
+    pub msg: String,
+}
+
+impl Fail {
+    pub fn usage(msg: impl Into<String>) -> Fail {
+        Fail {
+            code: EXIT_SANDBOX_ERROR,
+            msg: msg.into(),
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<i32, Fail> {
+    match cli.command {
+        Command::Run(args) => run_command(args),
+        Command::Check(args) => check(args),
+        Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
+    }
+}
+
+fn load_profile(name: &str) -> Result<Profile, Fail> {
+    Loader::from_env().load(name).map_err(|e| Fail::usage(e.0))
+}
+
+/// The gate's rules as the profile states them.
+pub fn rules_of(p: &Profile) -> policy::Rules {
+    let g = &p.gate;
+    policy::Rules {
+        programs: g.programs.clone(),
+        wrapped: g.wrapped.clone(),
+        paths: g.paths.clone(),
+        repo_scripts: g.repo_scripts,
+        npm_subcommands: g.npm_subcommands.clone(),
+        node_options: g.node_options.clone(),
+    }
+}
+
+/// The PATH the sandbox will use: the profile's, else the caller's.
+pub fn sandbox_path(p: &Profile) -> OsString {
+    sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
+}
+
+/// [`sandbox_path`] given the caller's PATH.
+pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> OsString {
+    match (&p.env.path, caller) {
+        (Some(path), _) => path.into(),
+        (None, Some(c)) if !c.is_empty() => c.into(),
+        _ => "/usr/local/bin:/usr/bin:/bin".into(),
+    }
+}
+
+fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspace), Fail> {
+    let cwd =
+        std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
+    let ws = Workspace::find(target.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    let path = sandbox_path(profile);
+    let ctx = policy::Context {
+        repo: &ws.repo,
+        cwd: &ws.cwd,
+        path: &path,
+    };
+    let input = match &target.command {
+        Some(c) => Input::Command(c),
+        None => Input::Argv(&target.argv),
+    };
+    let verdict = policy::gate(&input, &rules_of(profile), &ctx);
+    Ok((verdict, ws))
+}
+
+fn check(args: CheckArgs) -> Result<i32, Fail> {
+    let profile = load_profile(&args.target.profile)?;
+    let (v, _) = gate(&args.target, &profile)?;
+    if args.json {
+        let json = serde_json::json!({
+            "allowed": v.allowed(),
+            "outcome": v.outcome,
+            "rule": v.rule,
+            "word": v.word,
+            "program": v.program,
+            "reason": v.reason,
+            "argv": v.argv,
+            "profile": profile.name,
+        });
+        println!("{json}");
+    } else {
+        println!("{}", verdict_line(&v));
+    }
+    Ok(v.exit_code())
+}
+
+/// `allowed: ...`, `denied by rule R: ...` or `not found (rule R): ...`, on one line, with the
+/// resolved program when there is one.
+pub fn verdict_line(v: &policy::Verdict) -> String {
+    match &v.program {
+        _ if v.allowed() => v.reason.clone(),
+        Some(p) => format!("{} [program {}]", v.reason, p.display()),
+        None => v.reason.clone(),
+    }
+}
+
+fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
+    let loader = Loader::from_env();
+    match action {
+        ProfilesAction::List => {
+            for (name, src) in loader.list() {
+                let desc = loader
+                    .load(&name)
+                    .map(|p| p.description)
+                    .unwrap_or_else(|e| format!("(invalid: {e})"));
+                println!("{name:<12} {src:<40} {desc}");
+            }
+        }
+        ProfilesAction::Show { name } => {
+            let p = loader.load(&name).map_err(|e| Fail::usage(e.0))?;
+            print!("{}", p.to_toml());
+        }
+    }
+    Ok(0)
+}
+
+fn run_command(args: RunArgs) -> Result<i32, Fail> {
+    let profile = load_profile(&args.target.profile)?;
+    let (v, ws) = gate(&args.target, &profile)?;
+    if !v.allowed() {
+        eprintln!("sandbox-run: {}", verdict_line(&v));
+        return Ok(v.exit_code());
+    }
+    let path = sandbox_path(&profile);
+    let found = policy::found_path(&v, &path, &ws.cwd).ok_or_else(|| {
+        Fail::usage(format!(
+            "{}: not found in PATH",
+            v.argv.first().map(String::as_str).unwrap_or("")
+        ))
+    })?;
+    let overrides = crate::plan::Overrides {
+        net: args.net.map(|n| match n {
+            NetArg::None => crate::profile::NetMode::None,
+            NetArg::Host => crate::profile::NetMode::Host,
+        }),
+        env: args.env.clone(),
+        keep_env: args.keep_env.clone(),
+    };
+    let plan = crate::plan::build(
+        &profile,
+        &ws,
+        &v,
+        &found,
+        &overrides,
+        &crate::plan::Host::probe(),
+    )
+    .map_err(Fail::usage)?;
+    for d in &plan.degraded {
+        tracing::warn!("degraded: the {d} layer is not available on this host; running without it (profile {} marks it best-effort)", profile.name);
+    }
+    let finished = crate::supervisor::run(&plan).map_err(Fail::usage)?;
+    if let Some(e) = &finished.failure {
+        eprintln!("sandbox-run: {}", crate::supervisor::failure_line(e, &plan));
+    }
+    Ok(crate::supervisor::exit_code(&finished))
+}

@@ -1,0 +1,113 @@
+//! The command line, as clap definitions only. See DESIGN.md section 2.
+
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sandbox-run",
+    version,
+    about = "Run a command behind a deny-by-default policy gate, confined by the kernel.",
+    long_about = None,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Gate the command, then run it in the sandbox (the default: `sandbox-run --profile P -- CMD`).
+    Run(RunArgs),
+    /// Run the policy gate on a command and print the verdict; runs nothing.
+    Check(CheckArgs),
+    /// List the profiles, or show one fully resolved as TOML.
+    Profiles {
+        #[command(subcommand)]
+        action: Option<ProfilesAction>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfilesAction {
+    /// Every profile reachable by name, and where it comes from.
+    List,
+    /// The resolved profile (extends followed, defaults filled in), as TOML.
+    Show {
+        /// Profile name or path to a .toml file.
+        name: String,
+    },
+}
+
+/// What every command that names a command to gate takes.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// Profile name (looked up in $SANDBOX_RUN_PROFILE_PATH, ~/.config/sandbox-run/profiles,
+    /// /etc/sandbox-run/profiles, then the built-in ones) or path to a .toml file.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub profile: String,
+    /// The repository root (default: the git top level above the current directory, else the
+    /// current directory).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// The command as one string, split like a POSIX shell splits words (quotes, backslashes),
+    /// but never run through a shell.
+    #[arg(long, value_name = "STRING", conflicts_with = "argv")]
+    pub command: Option<String>,
+    /// The program and its arguments, after `--`.
+    #[arg(
+        last = true,
+        value_name = "PROGRAM [ARGS]...",
+        required_unless_present = "command"
+    )]
+    pub argv: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Print the verdict as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetArg {
+    /// A new network namespace with only loopback.
+    None,
+    /// The host's network.
+    Host,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Network: `none` (only loopback) or `host` (overrides the profile).
+    #[arg(long, value_enum)]
+    pub net: Option<NetArg>,
+    /// Set a variable in the command's environment (repeatable). Code-loading variables such as
+    /// NODE_OPTIONS or LD_PRELOAD are refused.
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub env: Vec<(String, String)>,
+    /// Pass this variable from the caller's environment (repeatable); code-loading and
+    /// secret-looking names never pass this way.
+    #[arg(long = "keep-env", value_name = "KEY")]
+    pub keep_env: Vec<String>,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}

@@ -1,0 +1,108 @@
+//! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
+//! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
+//! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
+//! process holding it has exec'd or exited.
+
+use crate::layers::{Step, StepError};
+use std::os::fd::RawFd;
+
+/// Bytes per record: below PIPE_BUF, so each write is atomic.
+pub const SIZE: usize = 12;
+
+/// The fd number of the channel in stage 2, pid 1 and the workload (until it execs).
+pub const FD: RawFd = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// A setup step failed.
+    Failed(StepError),
+    /// The workload ended; the raw `wait` status.
+    Exited(i32),
+    /// Landlock is in force: ABI and status (0 not, 1 partially, 2 fully enforced).
+    Landlock { abi: u8, status: u8 },
+    /// The workload is about to exec: every layer is in place.
+    Ready,
+}
+
+impl Record {
+    pub fn encode(self) -> [u8; SIZE] {
+        let (kind, a, step, value, at): (u8, u8, u16, i32, u16) = match self {
+            Record::Failed(e) => (1, 0, e.step as u16, e.errno, e.at),
+            Record::Exited(s) => (2, 0, 0, s, 0),
+            Record::Landlock { abi, status } => (3, abi, status as u16, 0, 0),
+            Record::Ready => (4, 0, 0, 0, 0),
+        };
+        let mut b = [0u8; SIZE];
+        b[0] = kind;
+        b[1] = a;
+        b[2..4].copy_from_slice(&step.to_ne_bytes());
+        b[4..8].copy_from_slice(&value.to_ne_bytes());
+        b[8..10].copy_from_slice(&at.to_ne_bytes());
+        b
+    }
+
+    pub fn decode(b: [u8; SIZE]) -> Option<Record> {
+        let step = u16::from_ne_bytes([b[2], b[3]]);
+        let value = i32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
+        let at = u16::from_ne_bytes([b[8], b[9]]);
+        match b[0] {
+            1 => Some(Record::Failed(StepError {
+                step: Step::from_u16(step)?,
+                errno: value,
+                at,
+            })),
+            2 => Some(Record::Exited(value)),
+            3 => Some(Record::Landlock {
+                abi: b[1],
+                status: step as u8,
+            }),
+            4 => Some(Record::Ready),
+            _ => None,
+        }
+    }
+}
+
+/// Send a record on the channel. Best effort: if the supervisor is gone there is nobody to tell.
+pub fn send(r: Record) {
+    let b = r.encode();
+    // SAFETY: write(2) of a stack buffer of the given length to an fd number; no allocation.
+    unsafe { libc::write(FD, b.as_ptr().cast(), b.len()) };
+}
+
+/// Read every record until end-of-file. Used by the supervisor on its read end.
+pub fn read_all(fd: RawFd) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut b = [0u8; SIZE];
+    loop {
+        // SAFETY: read(2) into a stack buffer of the given length.
+        let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
+        if n == SIZE as isize {
+            if let Some(r) = Record::decode(b) {
+                out.push(r);
+            }
+        } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        } else {
+            return out;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        for r in [
+            Record::Failed(StepError::new(Step::LandlockRestrict, libc::EPERM)),
+            Record::Failed(StepError::new(Step::MountBind, libc::ENOENT).at(41)),
+            Record::Exited(0x8b00),
+            Record::Landlock { abi: 7, status: 2 },
+            Record::Ready,
+        ] {
+            assert_eq!(Record::decode(r.encode()), Some(r));
+        }
+        assert_eq!(Record::decode([9; SIZE]), None);
+    }
+}

@@ -1,0 +1,168 @@
+//! Stage 2: THE function that applies the layers, in order.
+//!
+//! ```text
+//! stage 2 (fresh exec, single-threaded)   user -> namespaces -> fork
+//!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
+//!     workload                             setsid -> rlimits -> caps -> no_new_privs
+//!                                          -> landlock -> close fds -> signals -> seccomp -> execve
+//! ```
+//!
+//! Why this order: the user namespace gives the rights for the rest; mounts and pivot_root
+//! come before landlock (a landlocked process cannot mount, and landlock rules bind to the
+//! inodes of the new root); capabilities are dropped while CAP_SETPCAP is still held;
+//! no_new_privs before landlock and seccomp; fds are marked close-on-exec before seccomp;
+//! seccomp last, right before execve, so the filter only has to allow what the workload needs.
+//! Any failure becomes a `(step, errno)` record for the supervisor and exit 125.
+
+use super::channel::{self, Record};
+use super::init;
+use crate::layers::{caps, fds, landlock, ns, rlimits, seccomp, Step, StepError};
+use crate::plan::Plan;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+
+/// Everything the workload's exec needs, prepared before the forks.
+pub struct Exec {
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+}
+
+impl Exec {
+    fn new(plan: &Plan) -> Result<Exec, StepError> {
+        let c = |b: &[u8]| CString::new(b).map_err(|_| StepError::new(Step::Exec, libc::EINVAL));
+        Ok(Exec {
+            program: c(plan.program.as_os_str().as_bytes())?,
+            argv: plan
+                .argv
+                .iter()
+                .map(|a| c(a.as_bytes()))
+                .collect::<Result<_, _>>()?,
+            env: plan
+                .env
+                .iter()
+                .map(|(k, v)| c(format!("{k}={v}").as_bytes()))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// Entry point of the re-executed binary. Never returns.
+pub fn main() -> ! {
+    let code = match run() {
+        Ok(code) => code,
+        Err(e) => {
+            channel::send(Record::Failed(e));
+            125
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run() -> Result<i32, StepError> {
+    let mut text = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut text)
+        .map_err(|_| StepError::new(Step::Exec, libc::EIO))?;
+    let plan: Plan =
+        serde_json::from_slice(&text).map_err(|_| StepError::new(Step::Exec, libc::EINVAL))?;
+    fds::stdin_null()?;
+    // The channel must not cross the workload's exec.
+    // SAFETY: fcntl on our own fd number.
+    unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let exec = Exec::new(&plan)?;
+    let filters = if plan.seccomp {
+        Some(seccomp::build().map_err(|_| StepError::new(Step::SeccompInstall, libc::EINVAL))?)
+    } else {
+        None
+    };
+
+    ns::become_user(plan.ids)?;
+    ns::enter(plan.net == crate::profile::NetMode::None, &plan.hostname)?;
+    // After the credential changes above, which clear the parent-death signal.
+    die_with_parent(plan.supervisor_pid)?;
+    let forwarded = init::block_signals()?;
+    let alive = init::AlivePipe::new()?;
+    // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
+    match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
+        nix::unistd::ForkResult::Child => {
+            alive.child_side();
+            let code = match init::run(&plan, &exec, filters.as_ref(), &alive) {
+                Ok(code) => code,
+                Err(e) => {
+                    channel::send(Record::Failed(e));
+                    125
+                }
+            };
+            std::process::exit(code)
+        }
+        nix::unistd::ForkResult::Parent { child } => Ok(init::wait_forwarding(child, &forwarded)),
+    }
+}
+
+/// SIGKILL when the supervisor dies; and if it already has, stop now.
+fn die_with_parent(supervisor: i32) -> Result<(), StepError> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
+        return Err(StepError::last(Step::Pdeathsig));
+    }
+    if nix::unistd::getppid().as_raw() != supervisor {
+        std::process::exit(125);
+    }
+    Ok(())
+}
+
+/// The workload: the last layers, then exec. Runs in the child of pid 1.
+pub fn workload(plan: &Plan, exec: &Exec, filters: Option<&seccomp::Filters>) -> StepError {
+    match harden(plan, filters) {
+        Ok(()) => {
+            let argv: Vec<*const libc::c_char> = exec
+                .argv
+                .iter()
+                .map(|a| a.as_ptr())
+                .chain([std::ptr::null()])
+                .collect();
+            let envp: Vec<*const libc::c_char> = exec
+                .env
+                .iter()
+                .map(|a| a.as_ptr())
+                .chain([std::ptr::null()])
+                .collect();
+            // SAFETY: program, argv and envp are NUL-terminated strings in arrays terminated by
+            // a null pointer, all alive until execve returns (only on failure).
+            unsafe { libc::execve(exec.program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+            StepError::last(Step::Exec)
+        }
+        Err(e) => e,
+    }
+}
+
+fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepError> {
+    nix::unistd::setsid().map_err(|e| StepError::new(Step::Setsid, e as i32))?;
+    rlimits::apply(plan.rlimits)?;
+    caps::drop_all()?;
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(StepError::last(Step::NoNewPrivs));
+    }
+    if let Some(spec) = &plan.landlock {
+        let applied = landlock::apply(spec, plan.landlock_min_abi)?;
+        let status = if applied.status == "fully_enforced" {
+            2
+        } else {
+            1
+        };
+        channel::send(Record::Landlock {
+            abi: applied.abi,
+            status,
+        });
+    }
+    fds::cloexec_above_stderr()?;
+    fds::reset_signals()?;
+    channel::send(Record::Ready);
+    if let Some(f) = filters {
+        f.install()?;
+    }
+    Ok(())
+}

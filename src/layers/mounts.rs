@@ -1,0 +1,568 @@
+//! The filesystem: a fresh root on tmpfs, built from an ordered list of mount operations.
+//!
+//! Parent side ([`plan`]): inspects the host (which paths exist, files or directories) and
+//! produces the list of [`Op`]s, ordered so that every mount's parent is mounted first.
+//!
+//! Child side ([`build_root`]): runs in pid 1 of the new pid namespace, inside the new mount
+//! namespace, with the capabilities of the new user namespace. Like bubblewrap it first pivots
+//! onto a scratch tmpfs so the host's tree is reachable as `/oldroot` (even paths that the new
+//! tree hides, such as a repo under `/tmp`), builds the new tree under `/newroot`, then pivots
+//! into it and detaches the host's tree.
+
+use crate::layers::{Step, StepError};
+use crate::profile::RepoMode;
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One step of building the new root. Paths are absolute: sources on the host, targets in
+/// the new root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Bind a host file or directory (recursively), read-only or read-write; never suid/dev.
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        ro: bool,
+    },
+    /// A private tmpfs.
+    Tmpfs { dst: PathBuf, size: u64, mode: u32 },
+    /// Copy-on-write view of `lower`: writes land on a tmpfs and vanish with the sandbox.
+    Overlay {
+        lower: PathBuf,
+        dst: PathBuf,
+        size: u64,
+    },
+    /// A fresh procfs for the new pid namespace.
+    Proc { dst: PathBuf },
+    /// A minimal /dev: null, zero, full, random, urandom, tty, shm, and pts when asked.
+    Dev {
+        dst: PathBuf,
+        pts: bool,
+        shm_size: u64,
+    },
+}
+
+impl Op {
+    pub fn dst(&self) -> &Path {
+        match self {
+            Op::Bind { dst, .. }
+            | Op::Tmpfs { dst, .. }
+            | Op::Overlay { dst, .. }
+            | Op::Proc { dst }
+            | Op::Dev { dst, .. } => dst,
+        }
+    }
+}
+
+/// What the filesystem layer needs to know (from the profile and the host).
+pub struct Input<'a> {
+    pub repo: &'a Path,
+    pub repo_mode: RepoMode,
+    /// Repo-relative paths kept read-only in `rw` mode.
+    pub protect: &'a [String],
+    pub system_ro: &'a [PathBuf],
+    pub extra_ro: &'a [PathBuf],
+    pub extra_rw: &'a [PathBuf],
+    pub toolchains: &'a [PathBuf],
+    pub sys: &'a [PathBuf],
+    pub home: &'a Path,
+    pub tmp_size: u64,
+    pub dev_pts: bool,
+}
+
+/// The device nodes bound from the host into the new /dev.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// The ordered mount operations, and the repo-relative paths that could not be protected
+/// because they do not exist (nothing to protect there).
+pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
+    let mut ops = Vec::new();
+    // A dangling symlink (an /etc/resolv.conf pointing into an absent /run) is skipped too.
+    let exists = |p: &Path| p.exists();
+    // Sources are resolved here, on the host: in the child an absolute symlink such as
+    // /etc/localtime -> /usr/share/zoneinfo/UTC would resolve against the scratch root.
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    for p in i
+        .system_ro
+        .iter()
+        .chain(i.toolchains)
+        .chain(i.extra_ro)
+        .chain(i.sys)
+    {
+        if exists(p) {
+            ops.push(Op::Bind {
+                src: real(p),
+                dst: p.clone(),
+                ro: true,
+            });
+        }
+    }
+    for p in i.extra_rw {
+        if !exists(p) {
+            return Err(format!(
+                "filesystem.extra_rw: {} does not exist",
+                p.display()
+            ));
+        }
+        ops.push(Op::Bind {
+            src: real(p),
+            dst: p.clone(),
+            ro: false,
+        });
+    }
+    ops.push(Op::Tmpfs {
+        dst: "/tmp".into(),
+        size: i.tmp_size,
+        mode: 0o1777,
+    });
+    if i.home != Path::new("/tmp") {
+        ops.push(Op::Tmpfs {
+            dst: i.home.to_path_buf(),
+            size: i.tmp_size,
+            mode: 0o700,
+        });
+    }
+    let repo = i.repo.to_path_buf();
+    match i.repo_mode {
+        RepoMode::Overlay => {
+            let s = repo.to_string_lossy();
+            if s.contains([',', ':', '\\']) {
+                return Err(format!(
+                    "filesystem: the repo path {s:?} contains ',', ':' or '\\', which overlayfs cannot take; use repo = \"ro\" or \"rw\""
+                ));
+            }
+            ops.push(Op::Overlay {
+                lower: repo.clone(),
+                dst: repo.clone(),
+                size: i.tmp_size,
+            });
+        }
+        RepoMode::Rw | RepoMode::Ro => {
+            let ro = i.repo_mode == RepoMode::Ro;
+            ops.push(Op::Bind {
+                src: repo.clone(),
+                dst: repo.clone(),
+                ro,
+            });
+            if !ro {
+                let dotgit = repo.join(".git");
+                if dotgit.is_dir() && !dotgit.is_symlink() {
+                    ops.push(Op::Bind {
+                        src: dotgit.clone(),
+                        dst: dotgit,
+                        ro: false,
+                    });
+                }
+                for p in protected_paths(i.repo, i.protect) {
+                    ops.push(Op::Bind {
+                        src: real(&p),
+                        dst: p,
+                        ro: true,
+                    });
+                }
+            }
+        }
+    }
+    ops.push(Op::Proc {
+        dst: "/proc".into(),
+    });
+    ops.push(Op::Dev {
+        dst: "/dev".into(),
+        pts: i.dev_pts,
+        shm_size: i.tmp_size,
+    });
+    // Parents before children; among equals keep the order above (later wins, as in bwrap).
+    ops.sort_by_key(|op| op.dst().components().count());
+    Ok(ops)
+}
+
+/// The existing paths to keep read-only in a read-write repo: each `protect` entry under the
+/// repo, and, for a worktree or submodule whose `.git` is a file pointing elsewhere, the same
+/// entries under its real git dir and that dir's common dir. A `.git` directory is bound onto
+/// itself too, so it is a mount point: it cannot be renamed away and replaced by one with
+/// hooks of the command's choosing.
+pub fn protected_paths(repo: &Path, protect: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut add = |p: PathBuf| {
+        if p.symlink_metadata().is_ok() && !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for rel in protect {
+        add(repo.join(rel));
+    }
+    let dotgit = repo.join(".git");
+    if let Ok(text) = std::fs::read_to_string(&dotgit) {
+        if let Some(gitdir) = text.trim().strip_prefix("gitdir:") {
+            let gitdir = repo.join(gitdir.trim());
+            let mut dirs = vec![gitdir.clone()];
+            if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+                dirs.push(gitdir.join(common.trim()));
+            }
+            for d in dirs {
+                let d = std::fs::canonicalize(&d).unwrap_or(d);
+                for rel in protect {
+                    if let Some(rest) = rel.strip_prefix(".git/") {
+                        add(d.join(rest));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side
+// ---------------------------------------------------------------------------------------------
+
+const BASE: &str = "/tmp";
+const OLD: &str = "/oldroot";
+const NEW: &str = "/newroot";
+
+fn under(prefix: &str, p: &Path) -> PathBuf {
+    Path::new(prefix).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn err(step: Step) -> impl Fn(nix::Error) -> StepError {
+    move |e| StepError::new(step, e as i32)
+}
+
+fn io_err(step: Step) -> impl Fn(std::io::Error) -> StepError {
+    move |e| StepError::new(step, e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Build the new root from `ops` and switch into it. Runs in pid 1 of the sandbox, after
+/// `unshare(CLONE_NEWNS)` and `/` made private (so nothing here reaches the host's tree).
+pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
+    let none: Option<&str> = None;
+    // 1. A scratch tmpfs, pivoted onto, so the host's tree stays reachable under /oldroot.
+    mount(
+        Some("tmpfs"),
+        BASE,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(err(Step::MountRoot))?;
+    for d in ["oldroot", "newroot", "ovl"] {
+        std::fs::create_dir(Path::new(BASE).join(d)).map_err(io_err(Step::MountRoot))?;
+    }
+    nix::unistd::pivot_root(BASE, &Path::new(BASE).join("oldroot"))
+        .map_err(err(Step::PivotRoot))?;
+    nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
+
+    // 2. The new root itself: a small tmpfs that only holds mount points.
+    mount(
+        Some("tmpfs"),
+        NEW,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(err(Step::MountRoot))?;
+    for (n, op) in ops.iter().enumerate() {
+        apply(op, n).map_err(|e| e.at(n))?;
+    }
+
+    // 3. Into the new root; the scratch tmpfs and the host's tree are detached.
+    nix::unistd::chdir(NEW).map_err(err(Step::Chdir))?;
+    nix::unistd::pivot_root(".", ".").map_err(err(Step::PivotRoot))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(err(Step::PivotRoot))?;
+    nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
+    // The root tmpfs holds only mount points: nothing may be created there.
+    mount(
+        none,
+        "/",
+        none,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        none,
+    )
+    .map_err(err(Step::MountRemountRo))?;
+    nix::unistd::chdir(cwd).map_err(err(Step::Chdir))?;
+    Ok(())
+}
+
+/// Create the mount point for `dst` in the new root: a directory, or an empty file when the
+/// source is a file. Parents that already exist (inside a read-only bind) are left alone.
+fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
+    if dst.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err(step))?;
+    }
+    if file {
+        std::fs::File::create(dst).map(drop).map_err(io_err(step))
+    } else {
+        std::fs::create_dir(dst).map_err(io_err(step))
+    }
+}
+
+fn apply(op: &Op, n: usize) -> Result<(), StepError> {
+    let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    match op {
+        Op::Bind { src, dst, ro } => {
+            let src = under(OLD, src);
+            let dst = under(NEW, dst);
+            let file = !src.is_dir();
+            mount_point(&dst, file, Step::MountBind)?;
+            bind(&src, &dst, *ro)
+        }
+        Op::Tmpfs { dst, size, mode } => {
+            let dst = under(NEW, dst);
+            mount_point(&dst, false, Step::MountTmpfs)?;
+            let opts = format!("size={size},mode={mode:o}");
+            mount(
+                Some("tmpfs"),
+                &dst,
+                Some("tmpfs"),
+                nosuid,
+                Some(opts.as_str()),
+            )
+            .map_err(err(Step::MountTmpfs))
+        }
+        Op::Overlay { lower, dst, size } => {
+            // upper and work on their own sized tmpfs, outside the new tree
+            let scratch = Path::new("/ovl").join(n.to_string());
+            std::fs::create_dir(&scratch).map_err(io_err(Step::MountOverlay))?;
+            let opts = format!("size={size},mode=0755");
+            mount(
+                Some("tmpfs"),
+                &scratch,
+                Some("tmpfs"),
+                nosuid,
+                Some(opts.as_str()),
+            )
+            .map_err(err(Step::MountOverlay))?;
+            for d in ["upper", "work"] {
+                std::fs::create_dir(scratch.join(d)).map_err(io_err(Step::MountOverlay))?;
+            }
+            // the upper dir's root must look like the lower one (owner, mode) or git and
+            // friends see a different directory
+            copy_owner_mode(&under(OLD, lower), &scratch.join("upper"))?;
+            let dst = under(NEW, dst);
+            mount_point(&dst, false, Step::MountOverlay)?;
+            let base = format!(
+                "lowerdir={},upperdir={},workdir={}",
+                under(OLD, lower).display(),
+                scratch.join("upper").display(),
+                scratch.join("work").display()
+            );
+            // Inside a user namespace overlayfs keeps its metadata in user.* xattrs.
+            let with_userxattr = format!("{base},userxattr");
+            mount(
+                Some("overlay"),
+                &dst,
+                Some("overlay"),
+                nosuid,
+                Some(with_userxattr.as_str()),
+            )
+            .or_else(|_| {
+                mount(
+                    Some("overlay"),
+                    &dst,
+                    Some("overlay"),
+                    nosuid,
+                    Some(base.as_str()),
+                )
+            })
+            .map_err(err(Step::MountOverlay))
+        }
+        Op::Proc { dst } => {
+            let dst = under(NEW, dst);
+            mount_point(&dst, false, Step::MountProc)?;
+            mount(
+                Some("proc"),
+                &dst,
+                Some("proc"),
+                nosuid | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .map_err(err(Step::MountProc))
+        }
+        Op::Dev { dst, pts, shm_size } => build_dev(&under(NEW, dst), *pts, *shm_size),
+    }
+}
+
+fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = std::fs::metadata(from).map_err(io_err(Step::MountOverlay))?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(m.mode() & 0o7777))
+        .map_err(io_err(Step::MountOverlay))?;
+    // Fails harmlessly (EINVAL/EPERM) when the owner is not mapped in the namespace.
+    let _ = std::os::unix::fs::chown(to, Some(m.uid()), Some(m.gid()));
+    Ok(())
+}
+
+/// Recursive bind, then read-only (recursively) when asked, never suid or device nodes.
+fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
+    let none: Option<&str> = None;
+    mount(
+        Some(src),
+        dst,
+        none,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        none,
+    )
+    .map_err(err(Step::MountBind))?;
+    let mut attr = crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV;
+    if ro {
+        attr |= crate::sys::MOUNT_ATTR_RDONLY;
+    }
+    match crate::sys::mount_setattr_recursive(dst, attr) {
+        Ok(()) => Ok(()),
+        Err(libc::ENOSYS) => {
+            // Kernels before 5.12: remount the top mount. Keep the flags the kernel locked
+            // (a user namespace may not clear them) and add ours.
+            let locked = crate::sys::mount_flags(dst)
+                .map_err(|e| StepError::new(Step::MountRemountRo, e))?;
+            let mut flags = MsFlags::MS_REMOUNT
+                | MsFlags::MS_BIND
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV
+                | locked;
+            if ro {
+                flags |= MsFlags::MS_RDONLY;
+            }
+            mount(none, dst, none, flags, none).map_err(err(Step::MountRemountRo))
+        }
+        Err(e) => Err(StepError::new(Step::MountRemountRo, e)),
+    }
+}
+
+fn build_dev(dev: &Path, pts: bool, shm_size: u64) -> Result<(), StepError> {
+    let nosuid = MsFlags::MS_NOSUID;
+    mount_point(dev, false, Step::MountDev)?;
+    mount(
+        Some("tmpfs"),
+        dev,
+        Some("tmpfs"),
+        nosuid | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(err(Step::MountDev))?;
+    for name in DEVICES {
+        let host = Path::new(OLD).join("dev").join(name);
+        if host.exists() {
+            let node = dev.join(name);
+            mount_point(&node, true, Step::MountDev)?;
+            let none: Option<&str> = None;
+            mount(Some(&host), &node, none, MsFlags::MS_BIND, none).map_err(err(Step::MountDev))?;
+        }
+    }
+    let link = |target: &str, name: &str| {
+        std::os::unix::fs::symlink(target, dev.join(name)).map_err(io_err(Step::MountDev))
+    };
+    link("/proc/self/fd", "fd")?;
+    link("/proc/self/fd/0", "stdin")?;
+    link("/proc/self/fd/1", "stdout")?;
+    link("/proc/self/fd/2", "stderr")?;
+    let shm = dev.join("shm");
+    mount_point(&shm, false, Step::MountDev)?;
+    let opts = format!("size={shm_size},mode=1777");
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts.as_str()),
+    )
+    .map_err(err(Step::MountDev))?;
+    if pts {
+        let p = dev.join("pts");
+        mount_point(&p, false, Step::MountDev)?;
+        mount(
+            Some("devpts"),
+            &p,
+            Some("devpts"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            Some("newinstance,ptmxmode=0666,mode=620"),
+        )
+        .map_err(err(Step::MountDev))?;
+        link("pts/ptmx", "ptmx")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(repo: &'a Path, mode: RepoMode, sys: &'a [PathBuf]) -> Input<'a> {
+        Input {
+            repo,
+            repo_mode: mode,
+            protect: &[],
+            system_ro: sys,
+            extra_ro: &[],
+            extra_rw: &[],
+            toolchains: &[],
+            sys: &[],
+            home: Path::new("/home/u"),
+            tmp_size: 1 << 20,
+            dev_pts: false,
+        }
+    }
+
+    #[test]
+    fn parents_are_mounted_before_children() {
+        let sys = vec![
+            PathBuf::from("/usr"),
+            PathBuf::from("/etc/passwd"),
+            PathBuf::from("/nonexistent-x"),
+        ];
+        // a repo under /tmp must come after the /tmp tmpfs, or the tmpfs would hide it
+        let repo = Path::new("/tmp/work/repo");
+        let ops = plan(&input(repo, RepoMode::Rw, &sys)).unwrap();
+        let pos = |d: &str| ops.iter().position(|o| o.dst() == Path::new(d)).unwrap();
+        assert!(pos("/tmp") < pos("/tmp/work/repo"));
+        assert!(pos("/home/u") < ops.len());
+        assert!(
+            !ops.iter().any(|o| o.dst() == Path::new("/nonexistent-x")),
+            "missing paths are skipped"
+        );
+        assert!(matches!(ops[pos("/usr")], Op::Bind { ro: true, .. }));
+        assert!(matches!(
+            ops[pos("/tmp/work/repo")],
+            Op::Bind { ro: false, .. }
+        ));
+        let ov = plan(&input(repo, RepoMode::Overlay, &sys)).unwrap();
+        assert!(ov.iter().any(|o| matches!(o, Op::Overlay { .. })));
+        assert!(plan(&input(Path::new("/a,b"), RepoMode::Overlay, &sys)).is_err());
+    }
+
+    #[test]
+    fn protects_git_hooks_config_and_worktree_gitdirs() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("mounts-test-{}", std::process::id()));
+        let main = base.join("main");
+        std::fs::create_dir_all(main.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(main.join(".git/config"), "").unwrap();
+        std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = base.join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        let protect = vec![".git/hooks".to_string(), ".git/config".to_string()];
+        let p = protected_paths(&main, &protect);
+        assert_eq!(p, vec![main.join(".git/hooks"), main.join(".git/config")]);
+        let p = protected_paths(&wt, &protect);
+        let main_c = std::fs::canonicalize(main.join(".git")).unwrap();
+        assert!(
+            p.contains(&main_c.join("hooks")) && p.contains(&main_c.join("config")),
+            "{p:?}"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}

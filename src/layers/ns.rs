@@ -1,0 +1,110 @@
+//! Namespaces: user, mount, pid, ipc, uts, net, cgroup.
+//!
+//! Child side only, in stage 2 (a freshly exec'd, single-threaded process: `unshare` of a user
+//! namespace fails in a multi-threaded one). One `unshare` creates the user namespace first and
+//! the others owned by it, which gives stage 2 the capabilities to set them up; the uid/gid
+//! maps then make the caller's ids the only ids that exist inside. `CLONE_NEWPID` takes effect
+//! for the children: the next fork is pid 1 of the sandbox.
+
+use crate::layers::{Step, StepError};
+use nix::sched::{unshare, CloneFlags};
+
+/// Which ids the workload has on the host (and, identically mapped, inside).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// When stage 2 runs as root but the workload is to run as someone else (the repo's owner, or
+/// the profile's uid): become that user for good, before any namespace exists, so the whole
+/// sandbox is set up exactly as that user would set it up, and a kernel bug reached from
+/// inside lands on an unprivileged host uid.
+pub fn become_user(ids: Ids) -> Result<(), StepError> {
+    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+    if nix::unistd::geteuid().is_root() && ids.uid != 0 {
+        setgroups(&[]).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+        let g = Gid::from_raw(ids.gid);
+        setresgid(g, g, g).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+        let u = Uid::from_raw(ids.uid);
+        setresuid(u, u, u).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+    }
+    Ok(())
+}
+
+/// Create every namespace, map our own ids, and set the hostname and loopback up.
+pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    if net {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| StepError::new(Step::UnshareUser, e as i32))?;
+    write_proc("/proc/self/setgroups", "deny", Step::Setgroups)?;
+    write_proc(
+        "/proc/self/uid_map",
+        &format!("{uid} {uid} 1\n"),
+        Step::UidMap,
+    )?;
+    write_proc(
+        "/proc/self/gid_map",
+        &format!("{gid} {gid} 1\n"),
+        Step::GidMap,
+    )?;
+    // Nothing we mount may propagate back to the host.
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| StepError::new(Step::MountPrivate, e as i32))?;
+    nix::unistd::sethostname(hostname).map_err(|e| StepError::new(Step::Hostname, e as i32))?;
+    if net {
+        loopback_up()?;
+    }
+    Ok(())
+}
+
+fn write_proc(path: &str, text: &str, step: Step) -> Result<(), StepError> {
+    std::fs::write(path, text)
+        .map_err(|e| StepError::new(step, e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
+/// `ip link set lo up` in the new network namespace.
+fn loopback_up() -> Result<(), StepError> {
+    let fail = || StepError::last(Step::LoopbackUp);
+    // SAFETY: plain socket(2) call; the fd is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(fail());
+    }
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own; fd is a socket.
+    let result = unsafe {
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) < 0 {
+            Err(fail())
+        } else {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) < 0 {
+                Err(fail())
+            } else {
+                Ok(())
+            }
+        }
+    };
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    result
+}

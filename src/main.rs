@@ -1,0 +1,80 @@
+use clap::Parser;
+use sandbox_run::app::{self, EXIT_SANDBOX_ERROR};
+use sandbox_run::cli::Cli;
+
+fn main() {
+    // The re-executed stage 2 of a run: nothing else happens in that process.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == sandbox_run::launcher::STAGE2_ARG)
+    {
+        sandbox_run::launcher::stage2::main();
+    }
+    let cli = match Cli::try_parse_from(with_default_command(std::env::args_os().collect())) {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(usage_error(e)),
+    };
+    init_logging(cli.verbose, cli.quiet);
+    match app::run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(fail) => {
+            eprintln!("sandbox-run: {}", fail.msg.replace('\n', " "));
+            std::process::exit(fail.code);
+        }
+    }
+}
+
+/// `--help` and `--version` print and exit 0; every other flag problem is one line and 125.
+fn usage_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            eprintln!("sandbox-run: a command is required (see 'sandbox-run --help')");
+            EXIT_SANDBOX_ERROR
+        }
+        _ => {
+            // clap's message runs until the blank line before "Usage:"; keep it, on one line.
+            let text = e.to_string();
+            let words: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
+                .map(str::trim)
+                .collect();
+            let msg = words.join(" ");
+            let msg = msg.trim_start_matches("error: ");
+            eprintln!("sandbox-run: {msg} (see 'sandbox-run --help')");
+            EXIT_SANDBOX_ERROR
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing::Level;
+    let level = match (quiet, verbose) {
+        (true, _) => Level::ERROR,
+        (false, 0) => Level::WARN,
+        (false, 1) => Level::INFO,
+        (false, 2) => Level::DEBUG,
+        _ => Level::TRACE,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
+/// `run` is the default command: `sandbox-run --profile P -- CMD` means `sandbox-run run ...`.
+fn with_default_command(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    let global_or_help = ["-h", "--help", "-V", "--version"];
+    if first.starts_with('-') && !global_or_help.contains(&first) {
+        args.insert(1, "run".into());
+    }
+    args
+}

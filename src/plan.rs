@@ -1,0 +1,340 @@
+//! Profile + command-line overrides + host facts -> one validated [`Plan`].
+//!
+//! Everything that can be decided before anything runs is decided here, in the supervisor:
+//! which ids, which mounts, which landlock rules, which environment, which layers are in force
+//! and which are degraded. Stage 2 receives the plan as JSON and only executes it.
+
+use crate::layers::{env, landlock, mounts, ns::Ids, rlimits};
+use crate::policy::Verdict;
+use crate::profile::{NetMode, Profile, RepoMode, Requirement};
+use crate::workspace::Workspace;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    pub profile: String,
+    /// The words of the command, as gated.
+    pub argv: Vec<String>,
+    /// What `execve` runs: argv[0] as found in the sandbox's PATH.
+    pub program: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// Names of caller variables held back (never their values).
+    pub env_removed: Vec<String>,
+    pub repo: PathBuf,
+    pub repo_mode: RepoMode,
+    pub cwd: PathBuf,
+    pub ids: Ids,
+    pub home: PathBuf,
+    pub hostname: String,
+    pub net: NetMode,
+    pub mounts: Vec<mounts::Op>,
+    /// `None`: landlock is best-effort and the kernel lacks it.
+    pub landlock: Option<landlock::Spec>,
+    pub landlock_min_abi: u8,
+    pub seccomp: bool,
+    pub rlimits: rlimits::Limits,
+    /// The supervisor's pid: stage 2 exits at once if its parent is already someone else.
+    pub supervisor_pid: i32,
+    /// Layers that are best-effort and missing on this host.
+    pub degraded: Vec<String>,
+}
+
+/// What the `run` command line adds to the profile.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub net: Option<NetMode>,
+    pub env: Vec<(String, String)>,
+    pub keep_env: Vec<String>,
+}
+
+/// Facts about the host the plan depends on; probed once, replaceable in tests.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub euid: u32,
+    pub egid: u32,
+    pub landlock_abi: u8,
+    pub seccomp: bool,
+    pub env: Vec<(String, String)>,
+}
+
+impl Host {
+    pub fn probe() -> Host {
+        // SAFETY: prctl(PR_GET_SECCOMP) only reads this process's seccomp mode.
+        let seccomp = unsafe { libc::prctl(libc::PR_GET_SECCOMP) } >= 0;
+        Host {
+            euid: nix::unistd::geteuid().as_raw(),
+            egid: nix::unistd::getegid().as_raw(),
+            landlock_abi: landlock::kernel_abi(),
+            seccomp,
+            env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    fn var(&self, k: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Build the plan for an allowed command. Errors are one line for exit 125.
+pub fn build(
+    profile: &Profile,
+    ws: &Workspace,
+    verdict: &Verdict,
+    found: &Path,
+    o: &Overrides,
+    host: &Host,
+) -> Result<Plan, String> {
+    let mut degraded = Vec::new();
+    let ids = run_as(profile, ws, host)?;
+    let (user, home) = user_and_home(ids, host);
+    let path = crate::app::sandbox_path_from(profile, host.var("PATH"));
+
+    // Landlock: required means the kernel must have it at the profile's minimum ABI.
+    let min_abi = profile.layers.landlock_min_abi;
+    let landlock_ok = host.landlock_abi >= min_abi.max(1);
+    if !landlock_ok {
+        let why = if host.landlock_abi == 0 {
+            "landlock is not available on this kernel (needs Linux 5.13+ with landlock in the lsm= boot list)".to_string()
+        } else {
+            format!(
+                "landlock ABI {} is older than the profile's landlock_min_abi {min_abi}",
+                host.landlock_abi
+            )
+        };
+        match profile.layers.landlock {
+            Requirement::Required => {
+                return Err(format!(
+                    "landlock: required by profile {}: {why}",
+                    profile.name
+                ))
+            }
+            Requirement::BestEffort => degraded.push("landlock".to_string()),
+        }
+    }
+    // The cgroup layer (memory, CPU and pids caps) is not part of this build yet: a profile
+    // that requires it must refuse rather than run uncapped.
+    match profile.layers.cgroup {
+        Requirement::Required => {
+            return Err(format!(
+                "cgroup: required by profile {} but this build cannot set cgroup limits yet; use a profile with layers.cgroup = \"best-effort\"",
+                profile.name
+            ))
+        }
+        Requirement::BestEffort => degraded.push("cgroup".to_string()),
+    }
+    if !host.seccomp {
+        match profile.layers.seccomp {
+            Requirement::Required => {
+                return Err(format!("seccomp: required by profile {}: this kernel has no seccomp filter support (CONFIG_SECCOMP_FILTER)", profile.name))
+            }
+            Requirement::BestEffort => degraded.push("seccomp".to_string()),
+        }
+    }
+
+    let fs = &profile.filesystem;
+    let toolchains = if fs.toolchains {
+        let names: Vec<&String> = profile
+            .gate
+            .programs
+            .iter()
+            .chain(&profile.gate.wrapped)
+            .collect();
+        toolchain_dirs(&names, &path, &ws.cwd, &fs.system_ro)
+    } else {
+        Vec::new()
+    };
+    let ops = mounts::plan(&mounts::Input {
+        repo: &ws.repo,
+        repo_mode: fs.repo,
+        protect: &fs.protect,
+        system_ro: &fs.system_ro,
+        extra_ro: &fs.extra_ro,
+        extra_rw: &fs.extra_rw,
+        toolchains: &toolchains,
+        sys: &fs.sys,
+        home: &home,
+        tmp_size: fs.tmp_size.0,
+        dev_pts: fs.dev_pts,
+    })?;
+
+    let net = o.net.unwrap_or(profile.network.mode);
+    let landlock = landlock_ok.then(|| {
+        let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
+        let mut read_exec = existing(&fs.system_ro);
+        read_exec.extend(toolchains.iter().cloned());
+        read_exec.extend(existing(&fs.extra_ro));
+        let mut read_write = vec![
+            PathBuf::from("/tmp"),
+            home.clone(),
+            PathBuf::from("/dev/shm"),
+        ];
+        read_write.extend(fs.extra_rw.iter().cloned());
+        match fs.repo {
+            RepoMode::Ro => read_exec.push(ws.repo.clone()),
+            RepoMode::Rw | RepoMode::Overlay => read_write.push(ws.repo.clone()),
+        }
+        let mut read_only = vec![PathBuf::from("/proc")];
+        read_only.extend(existing(&fs.sys));
+        let n = &profile.network;
+        landlock::Spec {
+            list: vec![PathBuf::from("/")],
+            read_exec,
+            read_only,
+            read_write,
+            devices: mounts::DEVICES
+                .iter()
+                .filter(|d| **d != "tty")
+                .map(|d| Path::new("/dev").join(d))
+                .collect(),
+            tty_devices: ["/dev/tty", "/dev/pts", "/dev/ptmx"]
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
+            tcp_connect: match net {
+                NetMode::None => Some(n.tcp_connect.clone()),
+                NetMode::Host if n.tcp_connect.is_empty() => None,
+                NetMode::Host => Some(n.tcp_connect.clone()),
+            },
+            tcp_bind: Some(n.tcp_bind.clone()),
+            scope: true,
+        }
+    });
+
+    let mut keep = profile.env.keep.clone();
+    keep.extend(o.keep_env.iter().cloned());
+    let built = env::build(&env::Inputs {
+        caller: &host.env,
+        keep: &keep,
+        set: &profile.env.set,
+        explicit: &o.env,
+        path: &path.to_string_lossy(),
+        home: &home.to_string_lossy(),
+        user: &user,
+    })?;
+
+    Ok(Plan {
+        profile: profile.name.clone(),
+        argv: verdict.argv.clone(),
+        program: found.to_path_buf(),
+        env: built.vars.into_iter().collect(),
+        env_removed: built.removed,
+        repo: ws.repo.clone(),
+        repo_mode: fs.repo,
+        cwd: ws.cwd.clone(),
+        ids,
+        home,
+        hostname: profile.process.hostname.clone(),
+        net,
+        mounts: ops,
+        landlock,
+        landlock_min_abi: min_abi,
+        seccomp: host.seccomp,
+        rlimits: rlimits::Limits {
+            nofile: profile.limits.nofile,
+            fsize: profile.limits.fsize.0,
+        },
+        supervisor_pid: std::process::id() as i32,
+        degraded,
+    })
+}
+
+/// Who the workload runs as: the caller; or, when the caller is root, the profile's uid/gid,
+/// else the owner of the repo.
+fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<Ids, String> {
+    use std::os::unix::fs::MetadataExt;
+    if host.euid != 0 {
+        return Ok(Ids {
+            uid: host.euid,
+            gid: host.egid,
+        });
+    }
+    let meta =
+        std::fs::metadata(&ws.repo).map_err(|e| format!("repo {}: {e}", ws.repo.display()))?;
+    let uid = profile.process.uid.unwrap_or(meta.uid());
+    let gid = profile
+        .process
+        .gid
+        .unwrap_or(if profile.process.uid.is_some() {
+            uid
+        } else {
+            meta.gid()
+        });
+    Ok(Ids { uid, gid })
+}
+
+/// The user name and home directory inside. The caller's `$HOME` when running as the caller,
+/// else the passwd entry (read from /etc/passwd: no NSS in a static binary), else a fixed one.
+fn user_and_home(ids: Ids, host: &Host) -> (String, PathBuf) {
+    let entry = std::fs::read_to_string("/etc/passwd").ok().and_then(|t| {
+        t.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 6 && f[2].parse() == Ok(ids.uid))
+                .then(|| (f[0].to_string(), f[5].to_string()))
+        })
+    });
+    let name = entry
+        .as_ref()
+        .map(|e| e.0.clone())
+        .unwrap_or_else(|| "sandbox".into());
+    let good = |h: &str| h.starts_with('/') && h != "/" && !h.contains(':');
+    let home = match (host.euid == ids.uid, host.var("HOME")) {
+        (true, Some(h)) if good(h) => h.to_string(),
+        _ => match entry {
+            Some((_, h)) if good(&h) => h,
+            _ => "/home/sandbox".into(),
+        },
+    };
+    (name, PathBuf::from(home))
+}
+
+/// Install prefixes of the allowed programs that live outside the system directories: the
+/// parent of the `bin` (or pyenv's `shims`) directory each one is found in, before and after
+/// following symlinks (`~/.nvm/versions/node/v20`, `~/.pyenv`, `~/.cargo` with its `~/.rustup`).
+pub fn toolchain_dirs(
+    names: &[&String],
+    path: &std::ffi::OsStr,
+    cwd: &Path,
+    system: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for name in names {
+        let Some(found) = crate::policy::search_path(name, path, cwd) else {
+            continue;
+        };
+        let canon = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+        for p in [found, canon] {
+            if system.iter().any(|s| p.starts_with(s)) {
+                continue;
+            }
+            let Some(prefix) = p
+                .ancestors()
+                .find(|a| a.file_name().is_some_and(|n| n == "bin" || n == "shims"))
+                .and_then(Path::parent)
+            else {
+                continue;
+            };
+            if prefix == Path::new("/") || out.iter().any(|o| prefix.starts_with(o)) {
+                continue;
+            }
+            out.retain(|o| !o.starts_with(prefix));
+            out.push(prefix.to_path_buf());
+            if prefix.file_name().is_some_and(|n| n == ".cargo") {
+                if let Some(rustup) = prefix
+                    .parent()
+                    .map(|h| h.join(".rustup"))
+                    .filter(|r| r.is_dir())
+                {
+                    out.push(rustup);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,125 @@
+//! Thin wrappers for the syscalls that nix lacks. Each returns the errno on failure and
+//! allocates nothing, so they are safe to call between fork and exec.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn cpath(p: &Path) -> Result<CString, i32> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| libc::EINVAL)
+}
+
+/// Set mount attributes on the mount at `path` and every mount below it (Linux 5.12+).
+pub fn mount_setattr_recursive(path: &Path, attr_set: u64) -> Result<(), i32> {
+    let c = cpath(path)?;
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `c` is a valid NUL-terminated path and `attr` a valid struct of the size passed;
+    // the kernel only reads both.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+/// The flags of the mount at `path` that a remount inside a user namespace must keep.
+pub fn mount_flags(path: &Path) -> Result<nix::mount::MsFlags, i32> {
+    use nix::mount::MsFlags;
+    use nix::sys::statvfs::{statvfs, FsFlags};
+    let s = statvfs(path).map_err(|e| e as i32)?;
+    let f = s.flags();
+    let mut out = MsFlags::empty();
+    for (fs, ms) in [
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if f.contains(fs) {
+            out |= ms;
+        }
+    }
+    Ok(out)
+}
+
+/// Mark every fd from `first` up close-on-exec (`close_range`, Linux 5.11+), falling back to
+/// walking the fds one by one on older kernels.
+pub fn cloexec_from(first: u32) -> Result<(), i32> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range takes plain integers.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = errno();
+    if e != libc::ENOSYS && e != libc::EINVAL {
+        return Err(e);
+    }
+    // Fallback: every fd up to the soft limit.
+    // SAFETY: getrlimit writes into the struct we pass.
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur.min(1 << 20) as i32
+    } else {
+        1024
+    };
+    for fd in first as i32..max {
+        // SAFETY: fcntl on an fd that may not be open just fails with EBADF.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// `pidfd_open(2)`: an fd that becomes readable when the process exits (Linux 5.3+).
+pub fn pidfd_open(pid: libc::pid_t) -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain integer arguments; on success the kernel returns a new fd that we own.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if r < 0 {
+        Err(errno())
+    } else {
+        // SAFETY: `r` is a fresh fd returned by the kernel and owned by nobody else.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
+    }
+}

@@ -1,0 +1,445 @@
+//! The binary as a user meets it: `check` and `profiles`, exit codes, one-line errors, lookup.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+
+/// A scratch dir under the target dir (not /tmp: the gate denies world-writable locations).
+fn scratch(name: &str) -> PathBuf {
+    let d =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run the binary with a clean, predictable environment: no user profiles unless given.
+fn run(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-test")
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A sandbox-run failure is exactly one line on stderr, prefixed, with exit 125, no panic.
+fn assert_one_line_125(o: &Output, needle: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(125), "stderr: {e}");
+    assert_eq!(e.lines().count(), 1, "expected one line, got: {e}");
+    assert!(e.starts_with("sandbox-run: "), "{e}");
+    assert!(e.contains(needle), "expected {needle:?} in: {e}");
+    assert!(
+        !e.contains("panicked") && !e.contains("RUST_BACKTRACE"),
+        "{e}"
+    );
+}
+
+fn example() -> String {
+    format!("{}/examples/hello-node", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn have(prog: &str) -> bool {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(prog).exists())
+}
+
+#[test]
+fn check_exit_codes_follow_the_contract() {
+    if !have("npm") {
+        eprintln!("skip: npm is not installed");
+        return;
+    }
+    let repo = example();
+    let o = run(
+        &[
+            "check",
+            "--profile",
+            "validate",
+            "--repo",
+            &repo,
+            "--",
+            "npm",
+            "test",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("allowed: "), "{}", stdout(&o));
+
+    let o = run(
+        &[
+            "check",
+            "--profile",
+            "validate",
+            "--repo",
+            &repo,
+            "--",
+            "node",
+            "-e",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(126));
+    assert!(
+        stdout(&o).contains("node-eval") && stdout(&o).contains("\"-e\""),
+        "{}",
+        stdout(&o)
+    );
+
+    let o = run(
+        &[
+            "check",
+            "--profile",
+            "validate",
+            "--repo",
+            &repo,
+            "--command",
+            "npm test && rm -rf /",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(126), "{}", stdout(&o));
+
+    let o = run(
+        &[
+            "check",
+            "--profile",
+            "validate",
+            "--repo",
+            &repo,
+            "--",
+            "bash",
+            "-c",
+            "npm test",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(126));
+    assert!(stdout(&o).contains("not-allowed"), "{}", stdout(&o));
+}
+
+#[test]
+fn check_not_found_is_127() {
+    let d = scratch("nf");
+    std::fs::write(
+        d.join("p.toml"),
+        "[gate]\nprograms = [\"definitely-not-a-program-xyz\"]\n[env]\npath = \"/usr/bin:/bin\"\n",
+    )
+    .unwrap();
+    let p = d.join("p.toml");
+    let o = run(
+        &[
+            "check",
+            "--profile",
+            p.to_str().unwrap(),
+            "--repo",
+            &example(),
+            "--",
+            "definitely-not-a-program-xyz",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(127), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("not found (rule program-not-found)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn check_json_has_the_documented_fields() {
+    if !have("node") {
+        eprintln!("skip: node is not installed");
+        return;
+    }
+    let o = run(
+        &[
+            "check",
+            "--json",
+            "--profile",
+            "validate",
+            "--repo",
+            &example(),
+            "--",
+            "node",
+            "--eval=1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(126));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(v["allowed"], false);
+    assert_eq!(v["rule"], "node-eval");
+    assert_eq!(v["word"], "--eval=1");
+    assert!(v["program"].as_str().unwrap().ends_with("/node"), "{v}");
+
+    let o = run(
+        &[
+            "check",
+            "--json",
+            "--profile",
+            "validate",
+            "--repo",
+            &example(),
+            "--command",
+            "node test/slug.test.js",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["allowed"].clone(), v["rule"].clone(), v["word"].clone()),
+        (true.into(), "allowed".into(), serde_json::Value::Null)
+    );
+}
+
+#[test]
+fn bad_flags_are_one_line_and_125() {
+    assert_one_line_125(&run(&["--frobnicate"], &[]), "--frobnicate");
+    assert_one_line_125(&run(&[], &[]), "a command is required");
+    assert_one_line_125(&run(&["check", "--", "npm", "test"], &[]), "--profile");
+    assert_one_line_125(&run(&["check", "--profile", "validate"], &[]), "required");
+    assert_one_line_125(
+        &run(
+            &[
+                "check",
+                "--profile",
+                "validate",
+                "--command",
+                "npm test",
+                "--",
+                "npm",
+                "test",
+            ],
+            &[],
+        ),
+        "cannot be used with",
+    );
+    assert_one_line_125(
+        &run(
+            &[
+                "check",
+                "--profile",
+                "validate",
+                "--repo",
+                "/nonexistent/dir",
+                "--",
+                "npm",
+                "test",
+            ],
+            &[],
+        ),
+        "/nonexistent/dir",
+    );
+    assert_one_line_125(
+        &run(
+            &[
+                "run",
+                "--profile",
+                "validate",
+                "--net",
+                "sideways",
+                "--",
+                "npm",
+                "test",
+            ],
+            &[],
+        ),
+        "sideways",
+    );
+    assert_one_line_125(
+        &run(
+            &[
+                "--profile",
+                "validate",
+                "--env",
+                "NOEQUALS",
+                "--",
+                "npm",
+                "test",
+            ],
+            &[],
+        ),
+        "KEY=VALUE",
+    );
+    // help and version are not errors
+    let o = run(&["--help"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("check") && stdout(&o).contains("profiles"));
+    assert_eq!(run(&["--version"], &[]).status.code(), Some(0));
+}
+
+#[test]
+fn bad_profiles_are_one_line_and_125() {
+    let d = scratch("bad");
+    let w = |name: &str, text: &str| std::fs::write(d.join(name), text).unwrap();
+    w(
+        "unknown.toml",
+        "description = \"x\"\n[gate]\nprograms = [\"node\"]\nallow_everything = true\n",
+    );
+    w("wrongtype.toml", "[limits]\npids = \"lots\"\n");
+    w("badsize.toml", "[limits]\n\nmemory = \"2 potatoes\"\n");
+    w("badmode.toml", "[filesystem]\nrepo = \"rwx\"\n");
+    w("cycle-a.toml", "extends = \"cycle-b\"\n");
+    w("cycle-b.toml", "extends = \"cycle-a.toml\"\n");
+    w("self.toml", "extends = \"./self.toml\"\n");
+    w(
+        "missing-parent.toml",
+        "extends = \"no-such-profile-anywhere\"\n",
+    );
+    w("syntax.toml", "[gate\nprograms = 1\n");
+    w("zero-cpus.toml", "[limits]\ncpus = 0\n");
+    w("slash-program.toml", "[gate]\nprograms = [\"./node\"]\n");
+    let dir = d.as_path();
+    let check = |profile: &str| {
+        run(
+            &[
+                "check",
+                "--profile",
+                profile,
+                "--repo",
+                &example(),
+                "--",
+                "npm",
+                "test",
+            ],
+            &[("SANDBOX_RUN_PROFILE_PATH", dir)],
+        )
+    };
+    let o = check("unknown");
+    assert_one_line_125(&o, "unknown.toml:4:");
+    assert!(stderr(&o).contains("allow_everything"));
+    let o = check("wrongtype");
+    assert_one_line_125(&o, "wrongtype.toml:2:");
+    assert!(stderr(&o).contains("pids"));
+    assert_one_line_125(&check("badsize"), "badsize.toml:3:");
+    assert_one_line_125(&check("badmode"), "overlay");
+    assert_one_line_125(&check("cycle-a"), "extends cycle");
+    assert_one_line_125(&check("self"), "extends cycle");
+    assert_one_line_125(&check("missing-parent"), "no-such-profile-anywhere");
+    assert_one_line_125(&check("syntax"), "syntax.toml:1:");
+    assert_one_line_125(&check("zero-cpus"), "limits.cpus");
+    assert_one_line_125(&check("slash-program"), "gate.programs");
+    assert_one_line_125(&check("nope"), "not found");
+    assert_one_line_125(&check("/nonexistent/p.toml"), "No such file");
+    assert_one_line_125(&check("../etc"), "No such file");
+    assert_one_line_125(&check("bad name"), "not a valid profile name");
+    // `profiles show` reports the same errors the same way
+    let o = run(
+        &["profiles", "show", "unknown"],
+        &[("SANDBOX_RUN_PROFILE_PATH", dir)],
+    );
+    assert_one_line_125(&o, "allow_everything");
+}
+
+#[test]
+fn lookup_order_and_extends_own_name() {
+    let first = scratch("lookup1");
+    let config = scratch("lookup-xdg");
+    std::fs::create_dir_all(config.join("sandbox-run/profiles")).unwrap();
+    // user config refines the built-in validate by extending its own name
+    std::fs::write(
+        config.join("sandbox-run/profiles/validate.toml"),
+        "extends = \"validate\"\n[limits]\ntimeout = \"7m\"\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["profiles", "show", "validate"])
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", &config)
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.contains("timeout = \"7m\""), "{out}");
+    assert!(
+        out.contains("repo = \"overlay\""),
+        "inherited from built-in: {out}"
+    );
+    assert!(out.contains("built-in:validate"), "{out}");
+
+    // $SANDBOX_RUN_PROFILE_PATH wins over the user config
+    std::fs::write(
+        first.join("validate.toml"),
+        "extends = \"validate\"\n[limits]\ntimeout = \"9s\"\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["profiles", "show", "validate"])
+        .env("SANDBOX_RUN_PROFILE_PATH", &first)
+        .env("XDG_CONFIG_HOME", &config)
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("timeout = \"9s\""), "{out}");
+    // ... and its extends continues the lookup after itself: the user config, then built-in
+    assert_eq!(out.matches(" <- ").count(), 2, "{out}");
+
+    let o = Command::new(BIN)
+        .args(["profiles", "list"])
+        .env("SANDBOX_RUN_PROFILE_PATH", &first)
+        .env("XDG_CONFIG_HOME", &config)
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    for name in ["adapter", "ci", "validate"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(name)),
+            "{name} missing: {out}"
+        );
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("validate") && l.contains(first.to_str().unwrap())),
+        "{out}"
+    );
+}
+
+#[test]
+fn profiles_show_prints_every_section() {
+    for name in ["validate", "adapter", "ci"] {
+        let o = run(&["profiles", "show", name], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        for section in [
+            "[gate]",
+            "[filesystem]",
+            "[network]",
+            "[limits]",
+            "[env]",
+            "[layers]",
+            "[process]",
+            "[report]",
+        ] {
+            assert!(out.contains(section), "{name}: {section} missing in {out}");
+        }
+    }
+    let v = stdout(&run(&["profiles", "show", "validate"], &[]));
+    for line in [
+        "repo = \"overlay\"",
+        "mode = \"none\"",
+        "timeout = \"3m\"",
+        "memory = \"2G\"",
+        "pids = 256",
+        "cgroup = \"required\"",
+    ] {
+        assert!(v.contains(line), "{line} missing in {v}");
+    }
+}
