@@ -134,10 +134,30 @@ fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
 }
 
 fn run_command(args: RunArgs) -> Result<i32, Fail> {
+    let started = std::time::SystemTime::now();
     let profile = load_profile(&args.target.profile)?;
     let (v, ws) = gate(&args.target, &profile)?;
+    let cmd = command_text(&args.target);
+    let report = |results: Vec<crate::report::CommandResult>, sandbox| crate::report::Report {
+        kind: "ValidationReport",
+        schema: crate::report::SCHEMA,
+        id: crate::report::new_id(started),
+        gene_id: None,
+        profile: profile.name.clone(),
+        repo: ws.repo.display().to_string(),
+        commands: vec![cmd.clone()],
+        ok: results.iter().all(|r| r.ok),
+        results,
+        sandbox,
+        env_fingerprint: crate::report::Fingerprint::probe(),
+        started_at: crate::report::iso8601(started),
+        finished_at: crate::report::iso8601(std::time::SystemTime::now()),
+    };
     if !v.allowed() {
         eprintln!("sandbox-run: {}", verdict_line(&v));
+        if let Some(dest) = &args.report {
+            write_report(dest, &report(vec![crate::report::gated(&cmd, &v)], None))?;
+        }
         return Ok(v.exit_code());
     }
     let path = sandbox_path(&profile);
@@ -165,11 +185,60 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
     )
     .map_err(Fail::usage)?;
     for d in &plan.degraded {
-        tracing::warn!("degraded: the {d} layer is not available on this host; running without it (profile {} marks it best-effort)", profile.name);
+        tracing::warn!(
+            "degraded: running without the {d} layer (profile {} marks it best-effort)",
+            profile.name
+        );
     }
-    let finished = crate::supervisor::run(&plan).map_err(Fail::usage)?;
-    if let Some(e) = &finished.failure {
-        eprintln!("sandbox-run: {}", crate::supervisor::failure_line(e, &plan));
+    let capture = args.report.is_some() && (args.capture || profile.report.capture);
+    let options = crate::supervisor::Options {
+        timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
+        kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
+        capture,
+        stdout_to_stderr: args.report.as_deref() == Some("-"),
+    };
+    let finished = crate::supervisor::run(&plan, &options).map_err(Fail::usage)?;
+    let error = finished
+        .failure
+        .as_ref()
+        .map(|e| crate::supervisor::failure_line(e, &plan));
+    if let Some(e) = &error {
+        eprintln!("sandbox-run: {e}");
+    }
+    if finished.timed_out {
+        eprintln!(
+            "sandbox-run: timed out after {}: the sandbox was torn down",
+            crate::units::Duration(options.timeout)
+        );
+    }
+    if let Some(dest) = &args.report {
+        let result = crate::report::ran(&cmd, &plan, &finished, capture, error);
+        write_report(
+            dest,
+            &report(vec![result], Some(crate::report::sandbox(&plan, &finished))),
+        )?;
     }
     Ok(crate::supervisor::exit_code(&finished))
+}
+
+/// The command as the user wrote it: the `--command` string, or the argv joined by spaces.
+fn command_text(t: &Target) -> String {
+    match &t.command {
+        Some(c) => c.clone(),
+        None => t
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn write_report(dest: &str, r: &crate::report::Report) -> Result<(), Fail> {
+    let json = serde_json::to_string_pretty(r).map_err(|e| Fail::usage(format!("report: {e}")))?;
+    if dest == "-" {
+        println!("{json}");
+        return Ok(());
+    }
+    std::fs::write(dest, json + "\n").map_err(|e| Fail::usage(format!("report {dest}: {e}")))
 }

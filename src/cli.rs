@@ -92,6 +92,20 @@ pub enum NetArg {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Wall-clock limit (`90s`, `5m`); then SIGTERM to every process of the sandbox.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<crate::units::Duration>,
+    /// After SIGTERM, how long until SIGKILL to everything left (default 5s).
+    #[arg(long, value_name = "DURATION")]
+    pub kill_grace: Option<crate::units::Duration>,
+    /// Write the JSON report to FILE, or to stdout with `-` (the command's stdout then goes to
+    /// stderr).
+    #[arg(long, value_name = "FILE|-")]
+    pub report: Option<String>,
+    /// Keep the last 64 KiB of stdout and stderr in the report (always on when the profile
+    /// says so, as `validate` does). The streams still pass through.
+    #[arg(long)]
+    pub capture: bool,
     /// Network: `none` (only loopback) or `host` (overrides the profile).
     #[arg(long, value_enum)]
     pub net: Option<NetArg>,

@@ -8,6 +8,7 @@ pub mod layers;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod report;
 pub mod supervisor;
 pub mod sys;
 pub mod units;

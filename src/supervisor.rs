@@ -1,18 +1,25 @@
-//! The supervisor: starts stage 2 with the plan, relays signals, waits, and turns what came
-//! back on the record channel into an outcome.
+//! The supervisor: starts stage 2 with the plan, then waits for it in one `poll` over a
+//! pidfd, a signalfd and (when capturing) the command's output pipes. No polling loop, no
+//! SIGALRM: the deadline is the poll timeout.
 //!
-//! Waiting uses a pidfd and a signalfd in one poll: no polling loop, no SIGALRM.
+//! Teardown: at the wall-clock deadline, or when sandbox-run receives SIGINT/SIGTERM/SIGHUP,
+//! SIGTERM goes to every process of the sandbox (pid 1 relays it with `kill(-1)`); after the
+//! grace period, SIGKILL to stage 2, whose death kills pid 1 (parent-death signal), whose death
+//! kills everything left in the pid namespace. If sandbox-run itself is SIGKILLed, the same
+//! chain starts at stage 2's parent-death signal.
 
 use crate::launcher::channel::{self, Record};
 use crate::launcher::STAGE2_ARG;
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use std::collections::VecDeque;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Signals sandbox-run relays to the sandbox.
@@ -23,9 +30,23 @@ const RELAYED: &[Signal] = &[
     Signal::SIGQUIT,
 ];
 
+/// How much of each output stream a report keeps.
+pub const TAIL_BYTES: usize = 64 * 1024;
+
+/// How the supervisor runs one sandbox.
 #[derive(Debug, Clone)]
+pub struct Options {
+    pub timeout: Duration,
+    pub kill_grace: Duration,
+    /// Keep the last [`TAIL_BYTES`] of stdout and stderr while passing them through.
+    pub capture: bool,
+    /// Send the command's stdout to our stderr (the report goes to stdout).
+    pub stdout_to_stderr: bool,
+}
+
+#[derive(Debug, Clone, Default)]
 pub struct Finished {
-    /// The workload's raw wait status, when it ran.
+    /// The workload's raw wait status, when it ended by itself.
     pub status: Option<i32>,
     /// The setup step that failed, if one did.
     pub failure: Option<StepError>,
@@ -33,31 +54,220 @@ pub struct Finished {
     pub landlock: Option<(u8, u8)>,
     /// Every layer was in place when the workload exec'd.
     pub ready: bool,
+    /// The deadline passed and the sandbox was torn down.
+    pub timed_out: bool,
+    /// sandbox-run received this signal and tore the sandbox down.
+    pub interrupted: Option<i32>,
+    /// SIGKILL was needed after the grace period.
+    pub killed: bool,
     pub duration: Duration,
+    pub out: Vec<u8>,
+    pub err: Vec<u8>,
 }
 
-pub fn run(plan: &Plan) -> Result<Finished, String> {
+/// A bounded tail of a stream: memory stays flat however much the command prints.
+struct Tail {
+    buf: VecDeque<u8>,
+    on: bool,
+}
+
+impl Tail {
+    fn push(&mut self, data: &[u8]) {
+        if !self.on {
+            return;
+        }
+        let data = &data[data.len().saturating_sub(TAIL_BYTES)..];
+        let excess = (self.buf.len() + data.len()).saturating_sub(TAIL_BYTES);
+        self.buf.drain(..excess);
+        self.buf.extend(data);
+    }
+}
+
+/// One output pipe of the command: read, pass through, keep the tail.
+struct Stream {
+    pipe: Option<OwnedFd>,
+    to_stderr: bool,
+    tail: Tail,
+}
+
+impl Stream {
+    /// Move what is there now; `false` once the pipe is closed.
+    fn pump(&mut self) -> bool {
+        let Some(fd) = &self.pipe else { return false };
+        let mut buf = [0u8; 16384];
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => {
+                self.pipe = None;
+                false
+            }
+            Ok(n) => {
+                let data = &buf[..n];
+                // A closed or full terminal must not stop the supervisor; drop what cannot go.
+                let _ = if self.to_stderr {
+                    std::io::stderr().write_all(data)
+                } else {
+                    std::io::stdout().write_all(data)
+                };
+                self.tail.push(data);
+                true
+            }
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => true,
+            Err(_) => {
+                self.pipe = None;
+                false
+            }
+        }
+    }
+}
+
+fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
+    move |e| format!("{what}: {}", e.desc())
+}
+
+/// Start stage 2 for `plan` and wait for the sandbox to end.
+pub fn run(plan: &Plan, o: &Options) -> Result<Finished, String> {
     let started = Instant::now();
     let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
-    let (rec_r, rec_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (rec_r, rec_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
 
     let mut relayed = SigSet::empty();
     RELAYED.iter().for_each(|s| relayed.add(*s));
-    relayed
-        .thread_block()
-        .map_err(|e| format!("sigprocmask: {e}"))?;
-    let sfd = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC)
-        .map_err(|e| format!("signalfd: {e}"))?;
+    relayed.thread_block().map_err(sys("sigprocmask"))?;
+    let sfd = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(sys("signalfd"))?;
 
+    let piped = o.capture || o.stdout_to_stderr;
+    let mut child = spawn_stage2(rec_w, piped)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A failure here shows up as stage 2's own error record.
+        let _ = stdin.write_all(&json);
+    }
+    let pid = child.id() as i32;
+    let pidfd = crate::sys::pidfd_open(pid)
+        .map_err(|e| format!("pidfd_open: {}", std::io::Error::from_raw_os_error(e)))?;
+    let mut streams = [
+        Stream {
+            pipe: child.stdout.take().map(OwnedFd::from),
+            to_stderr: o.stdout_to_stderr,
+            tail: Tail {
+                buf: VecDeque::new(),
+                on: o.capture,
+            },
+        },
+        Stream {
+            pipe: child.stderr.take().map(OwnedFd::from),
+            to_stderr: true,
+            tail: Tail {
+                buf: VecDeque::new(),
+                on: o.capture,
+            },
+        },
+    ];
+
+    let mut f = Finished::default();
+    let mut deadline = started + o.timeout;
+    let mut terminating = false;
+    let mut exited = false;
+    while !exited {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
+            .unwrap_or(PollTimeout::MAX);
+        let mut fds = vec![
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        for s in &streams {
+            if let Some(p) = &s.pipe {
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            }
+        }
+        let n = match nix::poll::poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("poll: {}", e.desc())),
+            Ok(n) => n,
+        };
+        let ready: Vec<bool> = fds.iter().map(|p| p.any().unwrap_or(false)).collect();
+        drop(fds);
+        if n == 0 {
+            // The deadline: first the timeout itself, later the end of the grace period.
+            if terminating {
+                // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                f.killed = true;
+                deadline = Instant::now() + Duration::from_secs(3600);
+            } else {
+                f.timed_out = true;
+                terminate(pid);
+                terminating = true;
+                deadline = Instant::now() + o.kill_grace;
+            }
+            continue;
+        }
+        if ready[1] {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                if f.interrupted.is_none() && !f.timed_out {
+                    f.interrupted = Some(info.ssi_signo as i32);
+                }
+                if !terminating {
+                    terminating = true;
+                    deadline = Instant::now() + o.kill_grace;
+                }
+                // SAFETY: relay to our own unreaped child.
+                unsafe { libc::kill(pid, info.ssi_signo as i32) };
+            }
+        }
+        let mut k = 2;
+        for s in streams.iter_mut() {
+            if s.pipe.is_some() {
+                if ready[k] {
+                    s.pump();
+                }
+                k += 1;
+            }
+        }
+        exited = ready[0];
+    }
+    let _ = child.wait();
+    // Whatever the command wrote before it ended is still in the pipes.
+    for s in streams.iter_mut() {
+        while s.pump() {}
+    }
+    for r in channel::read_all(rec_r.as_raw_fd()) {
+        match r {
+            Record::Failed(e) if f.failure.is_none() => f.failure = Some(e),
+            Record::Failed(_) => {}
+            Record::Exited(s) => f.status = Some(s),
+            Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
+            Record::Ready => f.ready = true,
+        }
+    }
+    if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
+        f.failure = Some(StepError::new(Step::Fork, libc::ECHILD));
+    }
+    let [out, err] = streams;
+    f.out = out.tail.buf.into();
+    f.err = err.tail.buf.into();
+    f.duration = started.elapsed();
+    Ok(f)
+}
+
+/// Stage 2: our own binary again, with the plan on stdin and the record channel on fd 3.
+fn spawn_stage2(rec_w: OwnedFd, piped: bool) -> Result<Child, String> {
     let w = rec_w.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");
+    let out = || {
+        if piped {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        }
+    };
     cmd.arg0("sandbox-run")
         .arg(STAGE2_ARG)
         .env_clear()
         .stdin(Stdio::piped())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
+        .stdout(out())
+        .stderr(out());
     // SAFETY: runs between fork and exec of the child: dup2 and sigprocmask are
     // async-signal-safe and touch only the child's own fd table and mask.
     unsafe {
@@ -71,62 +281,18 @@ pub fn run(plan: &Plan) -> Result<Finished, String> {
             Ok(())
         });
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| format!("starting stage 2 (/proc/self/exe): {e}"))?;
     drop(rec_w);
-    if let Some(mut stdin) = child.stdin.take() {
-        // A failure here shows up as stage 2's own error record.
-        let _ = stdin.write_all(&json);
-    }
-    let pid = child.id() as i32;
-    let pidfd = crate::sys::pidfd_open(pid)
-        .map_err(|e| format!("pidfd_open: {}", std::io::Error::from_raw_os_error(e)))?;
+    Ok(child)
+}
 
-    loop {
-        let mut fds = [
-            nix::poll::PollFd::new(pidfd.as_fd(), nix::poll::PollFlags::POLLIN),
-            nix::poll::PollFd::new(sfd.as_fd(), nix::poll::PollFlags::POLLIN),
-        ];
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(format!("poll: {e}")),
-            Ok(_) => {}
-        }
-        let exited = fds[0].any().unwrap_or(false);
-        let signalled = fds[1].any().unwrap_or(false);
-        if signalled {
-            if let Ok(Some(info)) = sfd.read_signal() {
-                // SAFETY: kill with a pid we own (stage 2, not yet reaped) and a valid signal.
-                unsafe { libc::kill(pid, info.ssi_signo as i32) };
-            }
-        }
-        if exited {
-            break;
-        }
-    }
-    let _ = child.wait();
-    let records = channel::read_all(rec_r.as_raw_fd());
-    let mut f = Finished {
-        status: None,
-        failure: None,
-        landlock: None,
-        ready: false,
-        duration: started.elapsed(),
-    };
-    for r in records {
-        match r {
-            Record::Failed(e) if f.failure.is_none() => f.failure = Some(e),
-            Record::Failed(_) => {}
-            Record::Exited(s) => f.status = Some(s),
-            Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
-            Record::Ready => f.ready = true,
-        }
-    }
-    if f.status.is_none() && f.failure.is_none() {
-        f.failure = Some(StepError::new(Step::Fork, libc::ECHILD));
-    }
-    Ok(f)
+/// SIGTERM to every process of the sandbox: stage 2 relays it to pid 1, which sends it to
+/// every other process of the pid namespace.
+fn terminate(stage2: i32) {
+    // SAFETY: signal to our own unreaped child.
+    unsafe { libc::kill(stage2, libc::SIGTERM) };
 }
 
 /// The exit code for a finished run (DESIGN.md section 2).
@@ -137,6 +303,12 @@ pub fn exit_code(f: &Finished) -> i32 {
             (Step::Exec, libc::EACCES | libc::ENOEXEC | libc::EPERM) => 126,
             _ => 125,
         };
+    }
+    if f.timed_out {
+        return 124;
+    }
+    if let Some(sig) = f.interrupted {
+        return 128 + sig;
     }
     match f.status {
         Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
@@ -171,4 +343,67 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         _ => e.step.name().to_string(),
     };
     format!("{what}: {errno}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_only_the_last_bytes() {
+        let mut t = Tail {
+            buf: VecDeque::new(),
+            on: true,
+        };
+        for i in 0..200u32 {
+            t.push(&[(i % 251) as u8; 1000]);
+        }
+        assert_eq!(t.buf.len(), TAIL_BYTES);
+        assert_eq!(*t.buf.back().unwrap(), 199);
+        let mut big = Tail {
+            buf: VecDeque::new(),
+            on: true,
+        };
+        big.push(&vec![7u8; 3 * TAIL_BYTES]);
+        assert_eq!(big.buf.len(), TAIL_BYTES);
+        let mut off = Tail {
+            buf: VecDeque::new(),
+            on: false,
+        };
+        off.push(b"x");
+        assert!(off.buf.is_empty());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        let f = |status: Option<i32>| Finished {
+            status,
+            ..Finished::default()
+        };
+        assert_eq!(exit_code(&f(Some(0))), 0);
+        assert_eq!(exit_code(&f(Some(3 << 8))), 3);
+        assert_eq!(exit_code(&f(Some(libc::SIGKILL))), 137);
+        assert_eq!(
+            exit_code(&Finished {
+                timed_out: true,
+                ..f(Some(libc::SIGTERM))
+            }),
+            124
+        );
+        assert_eq!(
+            exit_code(&Finished {
+                interrupted: Some(libc::SIGINT),
+                ..f(None)
+            }),
+            130
+        );
+        let fail = |step, errno| Finished {
+            failure: Some(StepError::new(step, errno)),
+            ..f(None)
+        };
+        assert_eq!(exit_code(&fail(Step::Exec, libc::ENOENT)), 127);
+        assert_eq!(exit_code(&fail(Step::Exec, libc::EACCES)), 126);
+        assert_eq!(exit_code(&fail(Step::LandlockRestrict, libc::EPERM)), 125);
+        assert_eq!(exit_code(&f(None)), 125);
+    }
 }

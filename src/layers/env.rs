@@ -72,6 +72,11 @@ const NEVER_EXACT: &[&str] = &[
     "SHELL",
 ];
 
+/// Set by the sandbox itself; a caller's value is replaced, not "removed".
+const REPLACED: &[&str] = &[
+    "HOME", "TMPDIR", "PWD", "OLDPWD", "USER", "LOGNAME", "SHELL", "PATH",
+];
+
 /// Prefixes (case-insensitive) of variables that never pass.
 const NEVER_PREFIX: &[&str] = &[
     "LD_",
@@ -164,7 +169,7 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
         let kept = i.keep.iter().any(|x| x == k);
         if kept && refusal(k).is_none() {
             vars.insert(k.clone(), v.clone());
-        } else if refusal(k).is_some() {
+        } else if refusal(k).is_some() && !REPLACED.contains(&k.as_str()) {
             removed.push(k.clone());
         }
     }

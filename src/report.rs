@@ -1,0 +1,312 @@
+//! The report (DESIGN.md section 5): a superset of the seed's `ValidationReport`, so its
+//! consumers keep working, with the status taxonomy, timings, resource usage and the layers
+//! that were really in force.
+
+use crate::plan::Plan;
+use crate::policy::Verdict;
+use crate::supervisor::Finished;
+use serde::Serialize;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const SCHEMA: &str = "sandbox-run/report/v1";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub schema: &'static str,
+    pub id: String,
+    pub gene_id: Option<String>,
+    pub profile: String,
+    pub repo: String,
+    pub commands: Vec<String>,
+    pub ok: bool,
+    pub results: Vec<CommandResult>,
+    pub sandbox: Option<Sandbox>,
+    pub env_fingerprint: Fingerprint,
+    pub started_at: String,
+    pub finished_at: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Failed,
+    Signaled,
+    Timeout,
+    Oom,
+    Denied,
+    NotFound,
+    SandboxError,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Denial {
+    pub rule: String,
+    pub word: Option<String>,
+    pub program: Option<String>,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandResult {
+    pub cmd: String,
+    pub argv: Vec<String>,
+    pub ok: bool,
+    pub status: Status,
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub cpu_user_ms: Option<u64>,
+    pub cpu_system_ms: Option<u64>,
+    pub peak_memory_bytes: Option<u64>,
+    pub denied: Option<Denial>,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub err: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Filesystem {
+    pub repo: crate::profile::RepoMode,
+    pub landlock_abi: Option<u8>,
+    /// `fully_enforced`, `partially_enforced`, `not_enforced`.
+    pub landlock: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Seccomp {
+    pub mode: &'static str,
+    pub arch: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sandbox {
+    pub namespaces: Vec<&'static str>,
+    pub filesystem: Filesystem,
+    pub cgroup: Option<serde_json::Value>,
+    pub seccomp: Seccomp,
+    pub no_new_privs: bool,
+    pub capabilities: Vec<String>,
+    pub stdin: &'static str,
+    pub fds_closed: bool,
+    pub uid: u32,
+    pub env_removed: Vec<String>,
+    pub degraded: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fingerprint {
+    pub platform: &'static str,
+    pub arch: &'static str,
+    pub kernel: String,
+    pub landlock_abi: u8,
+    pub cgroup: &'static str,
+    pub node_version: Option<String>,
+}
+
+impl Fingerprint {
+    pub fn probe() -> Fingerprint {
+        let kernel = nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Fingerprint {
+            platform: "linux",
+            arch: std::env::consts::ARCH,
+            kernel,
+            landlock_abi: crate::layers::landlock::kernel_abi(),
+            cgroup: cgroup_kind(),
+            node_version: node_version(),
+        }
+    }
+}
+
+/// `v2`, `hybrid` (v1 controllers beside a cgroup2 mount), `v1`, or `none`.
+fn cgroup_kind() -> &'static str {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let v2 = mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("cgroup2"));
+    let v1 = mounts
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("cgroup"));
+    match (v1, v2) {
+        (true, true) => "hybrid",
+        (false, true) => "v2",
+        (true, false) => "v1",
+        (false, false) => "none",
+    }
+}
+
+/// The host's node version, read from the binary the PATH finds, without running it.
+fn node_version() -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    let node = crate::policy::search_path("node", &path, std::path::Path::new("/"))?;
+    let out = std::process::Command::new(node)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|v| v.starts_with('v'))
+}
+
+/// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
+pub fn iso8601(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// `vr_<ms since epoch>_<pid>`: unique per run on one host.
+pub fn new_id(t: SystemTime) -> String {
+    let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+    format!("vr_{ms}_{}", std::process::id())
+}
+
+/// The result of a command the gate denied or could not find.
+pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
+    let (status, code) = match v.outcome {
+        crate::policy::Outcome::NotFound => (Status::NotFound, 127),
+        _ => (Status::Denied, 126),
+    };
+    CommandResult {
+        cmd: cmd.to_string(),
+        argv: v.argv.clone(),
+        ok: false,
+        status,
+        exit_code: code,
+        signal: None,
+        duration_ms: 0,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        denied: Some(Denial {
+            rule: v.rule.clone(),
+            word: v.word.clone(),
+            program: v.program.as_ref().map(|p| p.display().to_string()),
+            reason: v.reason.clone(),
+        }),
+        error: None,
+        out: None,
+        err: None,
+    }
+}
+
+/// The result of a command that ran (or whose sandbox failed to start).
+pub fn ran(
+    cmd: &str,
+    plan: &Plan,
+    f: &Finished,
+    capture: bool,
+    error: Option<String>,
+) -> CommandResult {
+    let code = crate::supervisor::exit_code(f);
+    let signal = f
+        .status
+        .filter(|s| libc::WIFSIGNALED(*s))
+        .map(|s| libc::WTERMSIG(s));
+    let status = if f.failure.is_some() {
+        match code {
+            127 => Status::NotFound,
+            _ => Status::SandboxError,
+        }
+    } else if f.timed_out {
+        Status::Timeout
+    } else if signal.is_some() || f.interrupted.is_some() {
+        Status::Signaled
+    } else if code == 0 {
+        Status::Ok
+    } else {
+        Status::Failed
+    };
+    let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
+    CommandResult {
+        cmd: cmd.to_string(),
+        argv: plan.argv.clone(),
+        ok: status == Status::Ok,
+        status,
+        exit_code: code,
+        signal: signal.or(f.interrupted),
+        duration_ms: f.duration.as_millis() as u64,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        denied: None,
+        error,
+        out: text(&f.out),
+        err: text(&f.err),
+    }
+}
+
+/// What was in force for a run, from the plan and what the sandbox reported back.
+pub fn sandbox(plan: &Plan, f: &Finished) -> Sandbox {
+    let mut namespaces = vec!["user", "mount", "pid", "ipc", "uts"];
+    if plan.net == crate::profile::NetMode::None {
+        namespaces.push("net");
+    }
+    namespaces.push("cgroup");
+    let (abi, landlock) = match f.landlock {
+        Some((abi, 2)) => (Some(abi), "fully_enforced"),
+        Some((abi, _)) => (Some(abi), "partially_enforced"),
+        None => (None, "not_enforced"),
+    };
+    Sandbox {
+        namespaces,
+        filesystem: Filesystem {
+            repo: plan.repo_mode,
+            landlock_abi: abi,
+            landlock,
+        },
+        cgroup: None,
+        seccomp: Seccomp {
+            mode: if plan.seccomp && f.ready {
+                "allowlist"
+            } else {
+                "none"
+            },
+            arch: crate::layers::seccomp::arch_name(),
+        },
+        no_new_privs: f.ready,
+        capabilities: Vec::new(),
+        stdin: "null",
+        fds_closed: f.ready,
+        uid: plan.ids.uid,
+        env_removed: plan.env_removed.clone(),
+        degraded: plan.degraded.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_match_javascript() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_705_314_600_123);
+        assert_eq!(iso8601(t), "2024-01-15T10:30:00.123Z");
+        assert_eq!(iso8601(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(iso8601(leap), "2000-02-29T00:00:00.000Z");
+    }
+}
