@@ -1,8 +1,9 @@
 //! The commands: turn parsed flags into work and an exit code.
 
-use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target};
+use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target, ValidateArgs};
 use crate::policy::{self, Input};
 use crate::profile::{Loader, Profile};
+use crate::report;
 use crate::workspace::Workspace;
 use std::ffi::OsString;
 
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Check(args) => check(args),
+        Command::Validate(args) => validate_command(args),
         Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
     }
 }
@@ -138,87 +140,212 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
     let profile = load_profile(&args.target.profile)?;
     let (v, ws) = gate(&args.target, &profile)?;
     let cmd = command_text(&args.target);
-    let report = |results: Vec<crate::report::CommandResult>, sandbox| crate::report::Report {
-        kind: "ValidationReport",
-        schema: crate::report::SCHEMA,
-        id: crate::report::new_id(started),
-        gene_id: None,
-        profile: profile.name.clone(),
-        repo: ws.repo.display().to_string(),
-        commands: vec![cmd.clone()],
-        ok: results.iter().all(|r| r.ok),
-        results,
-        sandbox,
-        env_fingerprint: crate::report::Fingerprint::probe(),
-        started_at: crate::report::iso8601(started),
-        finished_at: crate::report::iso8601(std::time::SystemTime::now()),
-    };
     if !v.allowed() {
         eprintln!("sandbox-run: {}", verdict_line(&v));
         if let Some(dest) = &args.report {
-            write_report(dest, &report(vec![crate::report::gated(&cmd, &v)], None))?;
+            let results = vec![report::gated(&cmd, &v)];
+            write_report(
+                dest,
+                &new_report(started, &profile, &ws, None, vec![cmd], results, None),
+            )?;
         }
         return Ok(v.exit_code());
     }
-    let path = sandbox_path(&profile);
-    let found = policy::found_path(&v, &path, &ws.cwd).ok_or_else(|| {
-        Fail::usage(format!(
-            "{}: not found in PATH",
-            v.argv.first().map(String::as_str).unwrap_or("")
-        ))
-    })?;
-    let overrides = crate::plan::Overrides {
-        net: args.net.map(|n| match n {
-            NetArg::None => crate::profile::NetMode::None,
-            NetArg::Host => crate::profile::NetMode::Host,
-        }),
-        env: args.env.clone(),
-        keep_env: args.keep_env.clone(),
+    let runner = Runner {
+        profile: &profile,
+        ws: &ws,
+        overrides: crate::plan::Overrides {
+            net: args.net.map(|n| match n {
+                NetArg::None => crate::profile::NetMode::None,
+                NetArg::Host => crate::profile::NetMode::Host,
+            }),
+            env: args.env.clone(),
+            keep_env: args.keep_env.clone(),
+        },
+        options: crate::supervisor::Options {
+            timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
+            kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
+            capture: args.report.is_some() && (args.capture || profile.report.capture),
+            stdout_to_stderr: args.report.as_deref() == Some("-"),
+        },
     };
-    let plan = crate::plan::build(
-        &profile,
-        &ws,
-        &v,
-        &found,
-        &overrides,
-        &crate::plan::Host::probe(),
-    )
-    .map_err(Fail::usage)?;
-    for d in &plan.degraded {
-        tracing::warn!(
-            "degraded: running without the {d} layer (profile {} marks it best-effort)",
-            profile.name
-        );
-    }
-    let capture = args.report.is_some() && (args.capture || profile.report.capture);
-    let options = crate::supervisor::Options {
-        timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
-        kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
-        capture,
-        stdout_to_stderr: args.report.as_deref() == Some("-"),
-    };
-    let finished = crate::supervisor::run(&plan, &options).map_err(Fail::usage)?;
-    let error = finished
-        .failure
-        .as_ref()
-        .map(|e| crate::supervisor::failure_line(e, &plan));
-    if let Some(e) = &error {
-        eprintln!("sandbox-run: {e}");
-    }
-    if finished.timed_out {
-        eprintln!(
-            "sandbox-run: timed out after {}: the sandbox was torn down",
-            crate::units::Duration(options.timeout)
-        );
-    }
+    let (result, sandbox) = runner.execute(&cmd, &v)?;
+    let code = result.exit_code;
     if let Some(dest) = &args.report {
-        let result = crate::report::ran(&cmd, &plan, &finished, capture, error);
         write_report(
             dest,
-            &report(vec![result], Some(crate::report::sandbox(&plan, &finished))),
+            &new_report(
+                started,
+                &profile,
+                &ws,
+                None,
+                vec![cmd],
+                vec![result],
+                Some(sandbox),
+            ),
         )?;
     }
-    Ok(crate::supervisor::exit_code(&finished))
+    Ok(code)
+}
+
+/// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
+struct Runner<'a> {
+    profile: &'a Profile,
+    ws: &'a Workspace,
+    overrides: crate::plan::Overrides,
+    options: crate::supervisor::Options,
+}
+
+impl Runner<'_> {
+    fn execute(
+        &self,
+        cmd: &str,
+        v: &policy::Verdict,
+    ) -> Result<(report::CommandResult, report::Sandbox), Fail> {
+        let path = sandbox_path(self.profile);
+        let found = policy::found_path(v, &path, &self.ws.cwd).ok_or_else(|| {
+            Fail::usage(format!(
+                "{}: changed since the gate checked it",
+                v.argv.first().map(String::as_str).unwrap_or("")
+            ))
+        })?;
+        let host = crate::plan::Host::probe();
+        let plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
+            .map_err(Fail::usage)?;
+        for d in &plan.degraded {
+            tracing::warn!(
+                "degraded: running without the {d} layer (profile {} marks it best-effort)",
+                self.profile.name
+            );
+        }
+        let finished = crate::supervisor::run(&plan, &self.options).map_err(Fail::usage)?;
+        let error = finished
+            .failure
+            .as_ref()
+            .map(|e| crate::supervisor::failure_line(e, &plan));
+        if let Some(e) = &error {
+            eprintln!("sandbox-run: {e}");
+        }
+        if finished.timed_out {
+            eprintln!(
+                "sandbox-run: timed out after {}: the sandbox was torn down",
+                crate::units::Duration(self.options.timeout)
+            );
+        }
+        let result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        Ok((result, report::sandbox(&plan, &finished)))
+    }
+}
+
+fn new_report(
+    started: std::time::SystemTime,
+    profile: &Profile,
+    ws: &Workspace,
+    gene_id: Option<String>,
+    commands: Vec<String>,
+    results: Vec<report::CommandResult>,
+    sandbox: Option<report::Sandbox>,
+) -> report::Report {
+    report::Report {
+        kind: "ValidationReport",
+        schema: report::SCHEMA,
+        id: report::new_id(started),
+        gene_id,
+        profile: profile.name.clone(),
+        repo: ws.repo.display().to_string(),
+        commands,
+        ok: !results.is_empty() && results.iter().all(|r| r.ok),
+        results,
+        sandbox,
+        env_fingerprint: report::Fingerprint::probe(),
+        started_at: report::iso8601(started),
+        finished_at: report::iso8601(std::time::SystemTime::now()),
+    }
+}
+
+/// `validate --gene FILE`: gate every command first (one denial and nothing runs, as the
+/// seed's promotion audit), then run them in order, each in a fresh sandbox, fail-fast.
+fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
+    let started = std::time::SystemTime::now();
+    let gene = crate::gene::Gene::load(&args.gene).map_err(Fail::usage)?;
+    let profile = load_profile(&args.profile)?;
+    let cwd =
+        std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
+    let ws = Workspace::find(args.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    let path = sandbox_path(&profile);
+    let rules = rules_of(&profile);
+    let ctx = policy::Context {
+        repo: &ws.repo,
+        cwd: &ws.cwd,
+        path: &path,
+    };
+    let verdicts: Vec<policy::Verdict> = gene
+        .validation
+        .iter()
+        .map(|c| policy::gate(&Input::Command(c), &rules, &ctx))
+        .collect();
+    let finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
+        let r = new_report(
+            started,
+            &profile,
+            &ws,
+            Some(gene.id.clone()),
+            gene.validation.clone(),
+            results,
+            sandbox,
+        );
+        match &args.report {
+            Some(dest) => write_report(dest, &r),
+            None => Ok(()),
+        }
+    };
+    let denied: Vec<report::CommandResult> = gene
+        .validation
+        .iter()
+        .zip(&verdicts)
+        .filter(|(_, v)| !v.allowed())
+        .map(|(c, v)| {
+            eprintln!("sandbox-run: {c:?}: {}", verdict_line(v));
+            report::gated(c, v)
+        })
+        .collect();
+    if let Some(first) = denied.first() {
+        let code = first.exit_code;
+        eprintln!(
+            "sandbox-run: gene {}: {} of {} commands denied; nothing ran",
+            gene.id,
+            denied.len(),
+            gene.validation.len()
+        );
+        finish(denied, None)?;
+        return Ok(code);
+    }
+    let runner = Runner {
+        profile: &profile,
+        ws: &ws,
+        overrides: crate::plan::Overrides::default(),
+        options: crate::supervisor::Options {
+            timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
+            kill_grace: profile.limits.kill_grace.0,
+            capture: true,
+            stdout_to_stderr: args.report.as_deref() == Some("-"),
+        },
+    };
+    let mut results = Vec::new();
+    let mut sandbox = None;
+    let mut code = 0;
+    for (cmd, v) in gene.validation.iter().zip(&verdicts) {
+        let (result, sb) = runner.execute(cmd, v)?;
+        sandbox = Some(sb);
+        let ok = result.ok;
+        code = result.exit_code;
+        results.push(result);
+        if !ok {
+            break;
+        }
+    }
+    finish(results, sandbox)?;
+    Ok(code)
 }
 
 /// The command as the user wrote it: the `--command` string, or the argv joined by spaces.
@@ -234,7 +361,7 @@ fn command_text(t: &Target) -> String {
     }
 }
 
-fn write_report(dest: &str, r: &crate::report::Report) -> Result<(), Fail> {
+fn write_report(dest: &str, r: &report::Report) -> Result<(), Fail> {
     let json = serde_json::to_string_pretty(r).map_err(|e| Fail::usage(format!("report: {e}")))?;
     if dest == "-" {
         println!("{json}");

@@ -29,6 +29,9 @@ pub enum Command {
     Run(RunArgs),
     /// Run the policy gate on a command and print the verdict; runs nothing.
     Check(CheckArgs),
+    /// Run each validation command of a gene, each in a fresh sandbox, fail-fast; every command
+    /// is gated first and one denial means nothing runs.
+    Validate(ValidateArgs),
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {
         #[command(subcommand)]
@@ -124,4 +127,23 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Profile name or path to a .toml file.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub profile: String,
+    /// The gene: `{"type": "Gene", "id": ..., "validation": ["npm test", ...]}`.
+    #[arg(long, value_name = "GENE.json")]
+    pub gene: std::path::PathBuf,
+    /// Write the ValidationReport to FILE, or to stdout with `-`.
+    #[arg(long, value_name = "FILE|-")]
+    pub report: Option<String>,
+    /// The repository root (default: the git top level above the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// Wall-clock limit for each command (default: the profile's).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<crate::units::Duration>,
 }

@@ -70,10 +70,18 @@ fn init_logging(verbose: u8, quiet: bool) {
 }
 
 /// `run` is the default command: `sandbox-run --profile P -- CMD` means `sandbox-run run ...`.
+/// Global flags (`-v`, `-q`) may come before the command name.
 fn with_default_command(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    let global_or_help = ["-h", "--help", "-V", "--version"];
-    if first.starts_with('-') && !global_or_help.contains(&first) {
+    const COMMANDS: &[&str] = &["run", "check", "validate", "profiles"];
+    const GLOBAL: &[&str] = &["-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"];
+    let first = args
+        .iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| !GLOBAL.contains(a))
+        .unwrap_or("");
+    let help = ["-h", "--help", "-V", "--version"];
+    if !COMMANDS.contains(&first) && first.starts_with('-') && !help.contains(&first) {
         args.insert(1, "run".into());
     }
     args

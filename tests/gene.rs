@@ -1,0 +1,194 @@
+//! `sandbox-run validate --gene`: gate all, then run fail-fast, each in a fresh sandbox.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+
+fn have_node() -> bool {
+    Path::new("/usr/bin/node").exists() && Path::new("/usr/bin/npm").exists()
+}
+
+/// A node repo with passing, failing and marker-writing scripts, and a profile like
+/// `validate` but with a read-write repo (so a marker proves a command ran) and the cgroup
+/// layer best-effort.
+fn fixture(name: &str) -> PathBuf {
+    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join(format!("gene-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let repo = base.join("repo");
+    std::fs::create_dir_all(repo.join("scripts")).unwrap();
+    std::fs::write(repo.join("scripts/pass.js"), "console.log('pass');\n").unwrap();
+    std::fs::write(
+        repo.join("scripts/fail.js"),
+        "console.error('boom'); process.exit(3);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("scripts/mark.js"),
+        "require('fs').appendFileSync(process.argv[2], 'ran\\n');\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("profile.toml"),
+        "extends = \"validate\"\n[filesystem]\nrepo = \"rw\"\n[layers]\ncgroup = \"best-effort\"\n",
+    )
+    .unwrap();
+    base
+}
+
+fn write_gene(base: &Path, commands: &[&str]) -> PathBuf {
+    let g = base.join("gene.json");
+    let json = serde_json::json!({"type": "Gene", "id": "gene_test", "validation": commands});
+    std::fs::write(&g, json.to_string()).unwrap();
+    g
+}
+
+fn validate(base: &Path, gene: &Path) -> (Output, serde_json::Value) {
+    let report = base.join("report.json");
+    let _ = std::fs::remove_file(&report);
+    let o = Command::new(BIN)
+        .args(["validate", "--profile"])
+        .arg(base.join("profile.toml"))
+        .arg("--gene")
+        .arg(gene)
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|_| panic!("no report; stderr: {}", String::from_utf8_lossy(&o.stderr)));
+    (o, serde_json::from_str(&text).unwrap())
+}
+
+#[test]
+fn a_passing_gene_runs_every_command() {
+    if !have_node() {
+        eprintln!("skip: node/npm not installed");
+        return;
+    }
+    let base = fixture("pass");
+    let gene = write_gene(
+        &base,
+        &["node scripts/pass.js", "node scripts/mark.js ran.txt"],
+    );
+    let (o, r) = validate(&base, &gene);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["type"], "ValidationReport");
+    assert_eq!(r["gene_id"], "gene_test");
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["results"].as_array().unwrap().len(), 2);
+    assert_eq!(r["results"][0]["out"], "pass\n");
+    assert_eq!(
+        std::fs::read_to_string(base.join("repo/ran.txt")).unwrap(),
+        "ran\n"
+    );
+    for key in [
+        "id",
+        "commands",
+        "results",
+        "env_fingerprint",
+        "started_at",
+        "finished_at",
+    ] {
+        assert!(!r[key].is_null(), "seed field {key} missing: {r}");
+    }
+}
+
+#[test]
+fn fail_fast_stops_after_the_failing_command() {
+    if !have_node() {
+        eprintln!("skip: node/npm not installed");
+        return;
+    }
+    let base = fixture("failfast");
+    let gene = write_gene(
+        &base,
+        &[
+            "node scripts/pass.js",
+            "node scripts/fail.js",
+            "node scripts/mark.js after.txt",
+        ],
+    );
+    let (o, r) = validate(&base, &gene);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(r["ok"], false);
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{r}");
+    assert_eq!(results[1]["status"], "failed");
+    assert_eq!(results[1]["exit_code"], 3);
+    assert_eq!(results[1]["err"], "boom\n");
+    assert!(
+        !base.join("repo/after.txt").exists(),
+        "the third command ran"
+    );
+}
+
+#[test]
+fn one_denied_command_means_nothing_runs() {
+    if !have_node() {
+        eprintln!("skip: node/npm not installed");
+        return;
+    }
+    let base = fixture("denied");
+    let gene = write_gene(
+        &base,
+        &[
+            "node scripts/mark.js first.txt",
+            "npm test && rm -rf /",
+            "node -e 1",
+        ],
+    );
+    let (o, r) = validate(&base, &gene);
+    assert_eq!(o.status.code(), Some(126));
+    assert_eq!(r["ok"], false);
+    let results = r["results"].as_array().unwrap();
+    let rules: Vec<&str> = results
+        .iter()
+        .map(|x| x["denied"]["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["shell-operator", "node-eval"]);
+    assert!(results.iter().all(|x| x["status"] == "denied"));
+    assert!(
+        !base.join("repo/first.txt").exists(),
+        "an allowed command ran before the audit finished"
+    );
+}
+
+#[test]
+fn malformed_genes_are_one_line_and_125() {
+    let base = fixture("malformed");
+    for (name, text) in [
+        ("notjson", "nope".to_string()),
+        ("noarray", r#"{"id":"g"}"#.to_string()),
+        ("empty", r#"{"id":"g","validation":[""]}"#.to_string()),
+        (
+            "many",
+            format!(
+                r#"{{"id":"g","validation":[{}]}}"#,
+                vec!["\"npm test\""; 10_000].join(",")
+            ),
+        ),
+    ] {
+        let g = base.join(format!("{name}.json"));
+        std::fs::write(&g, text).unwrap();
+        let o = Command::new(BIN)
+            .args(["validate", "--profile", "validate", "--gene"])
+            .arg(&g)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{name}: {e}");
+        assert_eq!(e.lines().count(), 1, "{name}: {e}");
+        assert!(e.starts_with("sandbox-run: gene "), "{name}: {e}");
+    }
+}
