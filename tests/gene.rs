@@ -1,5 +1,8 @@
 //! `sandbox-run validate --gene`: gate all, then run fail-fast, each in a fresh sandbox.
 
+#[path = "support/schema.rs"]
+mod schema;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -62,7 +65,9 @@ fn validate(base: &Path, gene: &Path) -> (Output, serde_json::Value) {
         .unwrap();
     let text = std::fs::read_to_string(&report)
         .unwrap_or_else(|_| panic!("no report; stderr: {}", String::from_utf8_lossy(&o.stderr)));
-    (o, serde_json::from_str(&text).unwrap())
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    schema::assert_valid_report(&report);
+    (o, report)
 }
 
 #[test]
