@@ -1,0 +1,218 @@
+//! Nothing a sandboxed command starts outlives its time limit or sandbox-run itself.
+//! Each test looks for leftovers in /proc by a marker only its own run carries.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+
+fn probe() -> PathBuf {
+    let p = Path::new(BIN).parent().unwrap().join("examples/probe");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test`, which builds the examples",
+        p.display()
+    );
+    p
+}
+
+/// A repo and a profile that allows the probe (by exact path) and node, with the cgroup
+/// layer best-effort (this file tests the timeout and signal chain, not the cgroup).
+fn fixture(name: &str) -> PathBuf {
+    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join(format!("teardown-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("repo")).unwrap();
+    let p = probe();
+    let profile = format!(
+        "extends = \"validate\"\n[gate]\nprograms = [\"node\"]\npaths = [\"{}\"]\n[filesystem]\nrepo = \"rw\"\nextra_ro = [\"{}\"]\n[layers]\ncgroup = \"best-effort\"\n",
+        p.display(),
+        p.parent().unwrap().display()
+    );
+    std::fs::write(base.join("p.toml"), profile).unwrap();
+    base
+}
+
+fn sandbox(base: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("-q")
+        .arg("--profile")
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"));
+    c
+}
+
+/// Processes whose command line contains `marker` (other than ourselves).
+fn survivors(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                out.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_tree_that_ignores_sigterm_and_a_daemon_are_gone_after_timeout_and_grace() {
+    let base = fixture("timeout");
+    let marker = base.join("repo/daemon-alive");
+    // sh is not on the profile: the probe forks the daemon itself, then ignores SIGTERM.
+    let started = Instant::now();
+    let mut child = sandbox(&base)
+        .args(["--timeout", "1s", "--kill-grace", "1s", "--"])
+        .arg(probe())
+        .args(["fork-daemon", "4"])
+        .arg(&marker)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let st = child.wait().unwrap();
+    // The daemon was born and the parent exited: the sandbox ends with the workload.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(st.code(), Some(0));
+
+    let started = Instant::now();
+    let st = sandbox(&base)
+        .args(["--timeout", "1s", "--kill-grace", "1s", "--"])
+        .arg(probe())
+        .args(["ignore-term-sleep", "30"])
+        .status()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(st.code(), Some(124));
+    assert!(
+        took >= Duration::from_secs(2),
+        "SIGKILL came before the grace period: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "timeout 1s + grace 1s + 1s exceeded: {took:?}"
+    );
+    assert!(
+        survivors("ignore-term-sleep 30").is_empty(),
+        "{:?}",
+        survivors("ignore-term-sleep 30")
+    );
+    // The daemon would have written its marker after 4 s.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!marker.exists(), "a daemon outlived its sandbox");
+    assert!(survivors(&marker.display().to_string()).is_empty());
+}
+
+#[test]
+fn sigkill_to_sandbox_run_leaves_nothing_behind() {
+    let base = fixture("sigkill");
+    let mut child = sandbox(&base)
+        .arg("--")
+        .arg(probe())
+        .args(["ignore-term-sleep", "31"])
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while survivors("ignore-term-sleep 31").len() < 2 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        survivors("ignore-term-sleep 31").len() >= 2,
+        "the probe never started"
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let t = Instant::now();
+    while !survivors("ignore-term-sleep 31").is_empty() && t.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        survivors("ignore-term-sleep 31").is_empty(),
+        "{:?}",
+        survivors("ignore-term-sleep 31")
+    );
+}
+
+#[test]
+fn sigterm_to_sandbox_run_is_relayed_and_gives_143() {
+    let base = fixture("sigterm");
+    let mut child = sandbox(&base)
+        .arg("--")
+        .arg(probe())
+        .args(["sleep", "32"])
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while survivors("sleep 32").len() < 2 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(143));
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(survivors("sleep 32").is_empty());
+}
+
+#[test]
+fn an_abortcontroller_in_a_node_workflow_runner_tears_everything_down() {
+    if !Path::new("/usr/bin/node").exists() {
+        eprintln!("skip: node not installed");
+        return;
+    }
+    let base = fixture("abort");
+    // What a workflow runner does: spawn the adapter call with a signal, abort it later.
+    let runner = format!(
+        r#"
+const {{ spawn }} = require('child_process');
+const ac = new AbortController();
+const child = spawn({bin:?}, ['-q', '--profile', {profile:?}, '--repo', {repo:?}, '--kill-grace', '1s', '--',
+                              {probe:?}, 'ignore-term-sleep', '33'], {{ signal: ac.signal, stdio: 'inherit' }});
+child.on('error', () => {{}});
+child.on('exit', (code, sig) => {{ console.log('exit', code, sig); }});
+setTimeout(() => ac.abort(), 500);
+"#,
+        bin = BIN,
+        profile = base.join("p.toml").display().to_string(),
+        repo = base.join("repo").display().to_string(),
+        probe = probe().display().to_string(),
+    );
+    let script = base.join("runner.js");
+    std::fs::write(&script, runner).unwrap();
+    let t = Instant::now();
+    let out = Command::new("/usr/bin/node")
+        .arg(&script)
+        .env_remove("NODE_OPTIONS")
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // node's abort sends SIGTERM; sandbox-run relays it, the probe ignores it, SIGKILL after 1 s.
+    assert!(
+        text.contains("exit 143 null"),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took < Duration::from_millis(500 + 1000 + 1000),
+        "took {took:?}"
+    );
+    assert!(
+        survivors("ignore-term-sleep 33").is_empty(),
+        "{:?}",
+        survivors("ignore-term-sleep 33")
+    );
+}
