@@ -320,7 +320,7 @@ pub fn exit_code(f: &Finished) -> i32 {
 /// One line explaining a setup failure, with a fix where we know one.
 pub fn failure_line(e: &StepError, plan: &Plan) -> String {
     let hint = match (e.step, e.errno) {
-        (Step::UnshareUser, libc::EPERM | libc::ENOSPC | libc::EACCES) | (Step::UidMap | Step::GidMap | Step::Setgroups, libc::EPERM | libc::EACCES) => {
+        (Step::UnshareUser, libc::EPERM | libc::ENOSPC | libc::EACCES) => {
             " (user namespaces are not available to this user: check 'sysctl user.max_user_namespaces' (must be > 0), 'kernel.unprivileged_userns_clone=1' on Debian-patched kernels, and 'kernel.apparmor_restrict_unprivileged_userns=0' on Ubuntu 23.10+; inside a container, allow unshare in its seccomp/AppArmor profile)"
         }
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",

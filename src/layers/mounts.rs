@@ -20,10 +20,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     /// Bind a host file or directory (recursively), read-only or read-write; never suid/dev.
+    /// An `optional` bind whose source the sandbox's user cannot reach is skipped (a toolchain
+    /// under /root when root runs a repo owned by someone else: that user could not run it
+    /// outside the sandbox either).
     Bind {
         src: PathBuf,
         dst: PathBuf,
         ro: bool,
+        optional: bool,
     },
     /// A private tmpfs.
     Tmpfs { dst: PathBuf, size: u64, mode: u32 },
@@ -83,19 +87,20 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
     // Sources are resolved here, on the host: in the child an absolute symlink such as
     // /etc/localtime -> /usr/share/zoneinfo/UTC would resolve against the scratch root.
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    for p in i
-        .system_ro
-        .iter()
-        .chain(i.toolchains)
-        .chain(i.extra_ro)
-        .chain(i.sys)
-    {
+    let bind = |p: &Path, ro, optional| Op::Bind {
+        src: real(p),
+        dst: p.to_path_buf(),
+        ro,
+        optional,
+    };
+    for p in i.system_ro.iter().chain(i.extra_ro).chain(i.sys) {
         if exists(p) {
-            ops.push(Op::Bind {
-                src: real(p),
-                dst: p.clone(),
-                ro: true,
-            });
+            ops.push(bind(p, true, false));
+        }
+    }
+    for p in i.toolchains {
+        if exists(p) {
+            ops.push(bind(p, true, true));
         }
     }
     for p in i.extra_rw {
@@ -105,11 +110,7 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 p.display()
             ));
         }
-        ops.push(Op::Bind {
-            src: real(p),
-            dst: p.clone(),
-            ro: false,
-        });
+        ops.push(bind(p, false, false));
     }
     ops.push(Op::Tmpfs {
         dst: "/tmp".into(),
@@ -140,26 +141,14 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         }
         RepoMode::Rw | RepoMode::Ro => {
             let ro = i.repo_mode == RepoMode::Ro;
-            ops.push(Op::Bind {
-                src: repo.clone(),
-                dst: repo.clone(),
-                ro,
-            });
+            ops.push(bind(&repo, ro, false));
             if !ro {
                 let dotgit = repo.join(".git");
                 if dotgit.is_dir() && !dotgit.is_symlink() {
-                    ops.push(Op::Bind {
-                        src: dotgit.clone(),
-                        dst: dotgit,
-                        ro: false,
-                    });
+                    ops.push(bind(&dotgit, false, false));
                 }
                 for p in protected_paths(i.repo, i.protect) {
-                    ops.push(Op::Bind {
-                        src: real(&p),
-                        dst: p,
-                        ro: true,
-                    });
+                    ops.push(bind(&p, true, false));
                 }
             }
         }
@@ -307,9 +296,17 @@ fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
 fn apply(op: &Op, n: usize) -> Result<(), StepError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     match op {
-        Op::Bind { src, dst, ro } => {
+        Op::Bind {
+            src,
+            dst,
+            ro,
+            optional,
+        } => {
             let src = under(OLD, src);
             let dst = under(NEW, dst);
+            if *optional && std::fs::metadata(&src).is_err() {
+                return Ok(());
+            }
             let file = !src.is_dir();
             mount_point(&dst, file, Step::MountBind)?;
             bind(&src, &dst, *ro)

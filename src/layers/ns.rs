@@ -28,6 +28,13 @@ pub fn become_user(ids: Ids) -> Result<(), StepError> {
         setresgid(g, g, g).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
         let u = Uid::from_raw(ids.uid);
         setresuid(u, u, u).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+        // Leaving uid 0 made us non-dumpable, which makes /proc/self/{setgroups,uid_map}
+        // root-owned: we could no longer map our own ids. We are now that user in every
+        // respect, so being dumpable (ptraceable by that user) gives nothing away.
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
+            return Err(StepError::last(Step::Setuid));
+        }
     }
     Ok(())
 }
