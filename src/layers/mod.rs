@@ -4,6 +4,7 @@
 //! `launcher::stage2`.
 
 pub mod caps;
+pub mod cgroup;
 pub mod env;
 pub mod fds;
 pub mod landlock;
