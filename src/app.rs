@@ -2,7 +2,7 @@
 
 use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target, ValidateArgs};
 use crate::policy::{self, Input};
-use crate::profile::{Loader, Profile};
+use crate::profile::{Loader, Profile, Requirement};
 use crate::report;
 use crate::workspace::Workspace;
 use std::ffi::OsString;
@@ -159,6 +159,9 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
                 NetArg::None => crate::profile::NetMode::None,
                 NetArg::Host => crate::profile::NetMode::Host,
             }),
+            memory: args.memory,
+            cpus: args.cpus,
+            pids: args.pids,
             env: args.env.clone(),
             keep_env: args.keep_env.clone(),
         },
@@ -210,15 +213,44 @@ impl Runner<'_> {
             ))
         })?;
         let host = crate::plan::Host::probe();
-        let plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
+        let mut plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
             .map_err(Fail::usage)?;
+        let limits = self.cgroup_limits();
+        let leaf = match self.cgroup_leaf(&limits) {
+            Ok(leaf) => Some(leaf),
+            Err(e) => match self.profile.layers.cgroup {
+                Requirement::Required => {
+                    return Err(Fail::usage(format!(
+                        "{e} (the cgroup layer is required by profile {})",
+                        self.profile.name
+                    )))
+                }
+                Requirement::BestEffort => {
+                    tracing::debug!("{e}");
+                    plan.degraded.push("cgroup".into());
+                    None
+                }
+            },
+        };
         for d in &plan.degraded {
             tracing::warn!(
                 "degraded: running without the {d} layer (profile {} marks it best-effort)",
                 self.profile.name
             );
         }
-        let finished = crate::supervisor::run(&plan, &self.options).map_err(Fail::usage)?;
+        let finished =
+            crate::supervisor::run(&plan, &self.options, leaf.as_ref()).map_err(Fail::usage)?;
+        let cgroup = leaf.as_ref().map(|l| report::CgroupInForce {
+            version: l.version().number(),
+            memory_max: limits.memory_max,
+            cpu_max: limits.cpu_max(),
+            pids_max: limits.pids_max,
+        });
+        if let Some(leaf) = leaf {
+            if let Err(e) = leaf.remove() {
+                eprintln!("sandbox-run: {e}");
+            }
+        }
         let error = finished
             .failure
             .as_ref()
@@ -233,7 +265,29 @@ impl Runner<'_> {
             );
         }
         let result = report::ran(cmd, &plan, &finished, self.options.capture, error);
-        Ok((result, report::sandbox(&plan, &finished)))
+        Ok((result, report::sandbox(&plan, &finished, cgroup)))
+    }
+
+    fn cgroup_limits(&self) -> crate::layers::cgroup::Limits {
+        let (l, o) = (&self.profile.limits, &self.overrides);
+        crate::layers::cgroup::Limits {
+            memory_max: o.memory.unwrap_or(l.memory).0,
+            cpus: o.cpus.unwrap_or(l.cpus),
+            pids_max: o.pids.unwrap_or(l.pids),
+        }
+    }
+
+    /// This run's cgroup leaf, limited before anything runs in it. Leaves of earlier runs
+    /// whose sandbox-run was killed are removed first.
+    fn cgroup_leaf(
+        &self,
+        limits: &crate::layers::cgroup::Limits,
+    ) -> Result<crate::layers::cgroup::Leaf, crate::layers::cgroup::Error> {
+        let host = crate::layers::cgroup::Host::detect()?;
+        if let Err(e) = host.remove_stale() {
+            tracing::warn!("{e}");
+        }
+        host.create_leaf(limits)
     }
 }
 

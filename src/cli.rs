@@ -101,6 +101,15 @@ pub struct RunArgs {
     /// After SIGTERM, how long until SIGKILL to everything left (default 5s).
     #[arg(long, value_name = "DURATION")]
     pub kill_grace: Option<crate::units::Duration>,
+    /// Memory cap of the whole sandbox (`512M`, `2G`); swap is 0.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<crate::units::Size>,
+    /// CPU cap in CPUs, fractions allowed (`0.5`).
+    #[arg(long, value_name = "N", value_parser = parse_cpus)]
+    pub cpus: Option<f64>,
+    /// Cap on processes and threads of the whole sandbox.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids: Option<u64>,
     /// Write the JSON report to FILE, or to stdout with `-` (the command's stdout then goes to
     /// stderr).
     #[arg(long, value_name = "FILE|-")]
@@ -146,4 +155,13 @@ pub struct ValidateArgs {
     /// Wall-clock limit for each command (default: the profile's).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<crate::units::Duration>,
+}
+
+fn parse_cpus(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1024.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a CPU count above 0 (fractions allowed)"
+        )),
+    }
 }

@@ -44,6 +44,9 @@ pub struct Plan {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub net: Option<NetMode>,
+    pub memory: Option<crate::units::Size>,
+    pub cpus: Option<f64>,
+    pub pids: Option<u64>,
     pub env: Vec<(String, String)>,
     pub keep_env: Vec<String>,
 }
@@ -116,17 +119,6 @@ pub fn build(
             }
             Requirement::BestEffort => degraded.push("landlock".to_string()),
         }
-    }
-    // The cgroup layer (memory, CPU and pids caps) is not part of this build yet: a profile
-    // that requires it must refuse rather than run uncapped.
-    match profile.layers.cgroup {
-        Requirement::Required => {
-            return Err(format!(
-                "cgroup: required by profile {} but this build cannot set cgroup limits yet; use a profile with layers.cgroup = \"best-effort\"",
-                profile.name
-            ))
-        }
-        Requirement::BestEffort => degraded.push("cgroup".to_string()),
     }
     if !host.seccomp {
         match profile.layers.seccomp {

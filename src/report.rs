@@ -63,6 +63,8 @@ pub struct CommandResult {
     pub peak_memory_bytes: Option<u64>,
     pub denied: Option<Denial>,
     pub error: Option<String>,
+    /// Cgroup limits the command ran into: `memory` (OOM kills), `pids` (forks refused).
+    pub limits_hit: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -83,11 +85,20 @@ pub struct Seccomp {
     pub arch: &'static str,
 }
 
+/// The cgroup limits in force for a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CgroupInForce {
+    pub version: u8,
+    pub memory_max: u64,
+    pub cpu_max: String,
+    pub pids_max: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Sandbox {
     pub namespaces: Vec<&'static str>,
     pub filesystem: Filesystem,
-    pub cgroup: Option<serde_json::Value>,
+    pub cgroup: Option<CgroupInForce>,
     pub seccomp: Seccomp,
     pub no_new_privs: bool,
     pub capabilities: Vec<String>,
@@ -207,6 +218,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
             reason: v.reason.clone(),
         }),
         error: None,
+        limits_hit: Vec::new(),
         out: None,
         err: None,
     }
@@ -225,6 +237,14 @@ pub fn ran(
         .status
         .filter(|s| libc::WIFSIGNALED(*s))
         .map(|s| libc::WTERMSIG(s));
+    let usage = f.usage.clone().unwrap_or_default();
+    let mut limits_hit = Vec::new();
+    if usage.oom_kills > 0 {
+        limits_hit.push("memory");
+    }
+    if usage.pids_max_hits > 0 {
+        limits_hit.push("pids");
+    }
     let status = if f.failure.is_some() {
         match code {
             127 => Status::NotFound,
@@ -232,6 +252,8 @@ pub fn ran(
         }
     } else if f.timed_out {
         Status::Timeout
+    } else if code != 0 && usage.oom_kills > 0 {
+        Status::Oom
     } else if signal.is_some() || f.interrupted.is_some() {
         Status::Signaled
     } else if code == 0 {
@@ -248,18 +270,19 @@ pub fn ran(
         exit_code: code,
         signal: signal.or(f.interrupted),
         duration_ms: f.duration.as_millis() as u64,
-        cpu_user_ms: None,
-        cpu_system_ms: None,
-        peak_memory_bytes: None,
+        cpu_user_ms: usage.cpu_user_usec.map(|u| u / 1000),
+        cpu_system_ms: usage.cpu_system_usec.map(|u| u / 1000),
+        peak_memory_bytes: usage.peak_memory_bytes,
         denied: None,
         error,
+        limits_hit,
         out: text(&f.out),
         err: text(&f.err),
     }
 }
 
 /// What was in force for a run, from the plan and what the sandbox reported back.
-pub fn sandbox(plan: &Plan, f: &Finished) -> Sandbox {
+pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sandbox {
     let mut namespaces = vec!["user", "mount", "pid", "ipc", "uts"];
     if plan.net == crate::profile::NetMode::None {
         namespaces.push("net");
@@ -277,7 +300,7 @@ pub fn sandbox(plan: &Plan, f: &Finished) -> Sandbox {
             landlock_abi: abi,
             landlock,
         },
-        cgroup: None,
+        cgroup,
         seccomp: Seccomp {
             mode: if plan.seccomp && f.ready {
                 "allowlist"

@@ -10,6 +10,7 @@
 
 use crate::launcher::channel::{self, Record};
 use crate::launcher::STAGE2_ARG;
+use crate::layers::cgroup::{Leaf, Usage};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -61,6 +62,8 @@ pub struct Finished {
     /// SIGKILL was needed after the grace period.
     pub killed: bool,
     pub duration: Duration,
+    /// What the cgroup counted, when the run had one.
+    pub usage: Option<Usage>,
     pub out: Vec<u8>,
     pub err: Vec<u8>,
 }
@@ -124,8 +127,8 @@ fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
     move |e| format!("{what}: {}", e.desc())
 }
 
-/// Start stage 2 for `plan` and wait for the sandbox to end.
-pub fn run(plan: &Plan, o: &Options) -> Result<Finished, String> {
+/// Start stage 2 for `plan` in `leaf` (when there is a cgroup) and wait for the sandbox to end.
+pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, String> {
     let started = Instant::now();
     let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
     let (rec_r, rec_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
@@ -138,6 +141,15 @@ pub fn run(plan: &Plan, o: &Options) -> Result<Finished, String> {
 
     let piped = o.capture || o.stdout_to_stderr;
     let mut child = spawn_stage2(rec_w, piped)?;
+    // Stage 2 waits for the plan on stdin: it joins the cgroup before it can run anything, and
+    // before it unshares its cgroup namespace (so the leaf is that namespace's root).
+    if let Some(leaf) = leaf {
+        if let Err(e) = leaf.add(child.id() as i32) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e.to_string());
+        }
+    }
     if let Some(mut stdin) = child.stdin.take() {
         // A failure here shows up as stage 2's own error record.
         let _ = stdin.write_all(&json);
@@ -193,6 +205,9 @@ pub fn run(plan: &Plan, o: &Options) -> Result<Finished, String> {
             if terminating {
                 // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
+                if let Some(leaf) = leaf {
+                    let _ = leaf.kill();
+                }
                 f.killed = true;
                 deadline = Instant::now() + Duration::from_secs(3600);
             } else {
@@ -228,6 +243,11 @@ pub fn run(plan: &Plan, o: &Options) -> Result<Finished, String> {
         exited = ready[0];
     }
     let _ = child.wait();
+    if let Some(leaf) = leaf {
+        // Nothing may outlive the run, whatever escaped the pid namespace's teardown.
+        let _ = leaf.kill();
+        f.usage = Some(leaf.usage());
+    }
     // Whatever the command wrote before it ended is still in the pipes.
     for s in streams.iter_mut() {
         while s.pump() {}

@@ -1,0 +1,201 @@
+//! The cgroup caps, attacked from inside a real sandbox: a fork bomb, a memory bomb and a
+//! busy loop. Each has a control that shows the same probe gets further without the cap.
+
+#[path = "support/schema.rs"]
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+
+fn probe() -> PathBuf {
+    let p = Path::new(BIN).parent().unwrap().join("examples/probe");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test`, which builds the examples",
+        p.display()
+    );
+    p
+}
+
+/// Can this host give us a cgroup? If not, skip (or fail when the host is known to have one).
+fn cgroup_available() -> bool {
+    match sandbox_run::layers::cgroup::Host::detect() {
+        Ok(_)
+            if nix::unistd::geteuid().is_root()
+                || std::env::var_os("SANDBOX_RUN_VM_VARIANT").is_some() =>
+        {
+            true
+        }
+        other => {
+            let why = match other {
+                Err(e) => e.to_string(),
+                Ok(_) => "not root and no delegated subtree known to be ours".into(),
+            };
+            let required = std::env::var("SANDBOX_RUN_TEST_REQUIRE").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|r| r.starts_with("cgroup")),
+                "cgroup required but unavailable: {why}"
+            );
+            eprintln!("skip: no cgroup here: {why}");
+            false
+        }
+    }
+}
+
+/// A repo and a profile like validate (every layer required) that also allows the probe.
+fn fixture(name: &str) -> PathBuf {
+    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join(format!("limits-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("repo")).unwrap();
+    let p = probe();
+    let profile = format!(
+        "extends = \"validate\"\n[gate]\npaths = [\"{}\"]\n[filesystem]\nextra_ro = [\"{}\"]\n",
+        p.display(),
+        p.parent().unwrap().display()
+    );
+    std::fs::write(base.join("p.toml"), profile).unwrap();
+    base
+}
+
+/// Run the probe in the sandbox with extra flags; the exit code, the probe's line, the report.
+fn run(base: &Path, flags: &[&str], attack: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+    let report = base.join("r.json");
+    let _ = std::fs::remove_file(&report);
+    let o = Command::new(BIN)
+        .arg("-q")
+        .arg("--profile")
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .arg("--report")
+        .arg(&report)
+        .args(flags)
+        .arg("--")
+        .arg(probe())
+        .args(attack)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&o.stderr)));
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    schema::assert_valid_report(&r);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        r,
+    )
+}
+
+#[test]
+fn a_fork_bomb_stops_at_pids_max() {
+    if !cgroup_available() {
+        return;
+    }
+    let base = fixture("forks");
+    // control: 40 children fit under a cap of 64
+    let (code, out, r) = run(&base, &["--pids", "64"], &["fork-bomb", "40"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(r["results"][0]["limits_hit"], serde_json::json!([]));
+    // attack: 200 children under a cap of 32
+    let t = std::time::Instant::now();
+    let (code, out, r) = run(&base, &["--pids", "32"], &["fork-bomb", "200"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("fork-bomb:"), "{out}");
+    let res = &r["results"][0];
+    assert!(
+        res["limits_hit"]
+            .as_array()
+            .unwrap()
+            .contains(&"pids".into()),
+        "{res}"
+    );
+    assert_eq!(r["sandbox"]["cgroup"]["pids_max"], 32);
+    assert!(
+        t.elapsed().as_secs() < 20,
+        "the bomb was not stopped: {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_memory_bomb_is_oom_killed_inside_its_cap() {
+    if !cgroup_available() {
+        return;
+    }
+    let base = fixture("memory");
+    // control: 32 MiB fits in 128 MiB
+    let (code, out, _) = run(&base, &["--memory", "128M"], &["alloc", "32"]);
+    assert_eq!(code, Some(0), "{out}");
+    // attack: 512 MiB in 128 MiB
+    let (code, _, r) = run(&base, &["--memory", "128M"], &["alloc", "512"]);
+    let res = &r["results"][0];
+    assert_eq!(code, Some(137), "{res}");
+    assert_eq!(res["status"], "oom", "{res}");
+    assert_eq!(res["signal"], 9);
+    assert!(res["limits_hit"]
+        .as_array()
+        .unwrap()
+        .contains(&"memory".into()));
+    let peak = res["peak_memory_bytes"]
+        .as_u64()
+        .expect("peak memory reported");
+    let cap = 128u64 << 20;
+    assert!(
+        peak <= cap + (1 << 20) && peak >= cap * 8 / 10,
+        "peak {peak} not near the cap {cap}"
+    );
+}
+
+#[test]
+fn half_a_cpu_gives_half_the_cpu_time() {
+    if !cgroup_available() {
+        return;
+    }
+    let base = fixture("cpu");
+    let (code, out, r) = run(&base, &["--cpus", "0.5"], &["spin", "4"]);
+    assert_eq!(code, Some(0), "{out}");
+    let res = &r["results"][0];
+    let cpu = res["cpu_user_ms"].as_u64().unwrap() + res["cpu_system_ms"].as_u64().unwrap();
+    // 4 s of wall time at half a CPU: about 2 s of CPU, within 15 %.
+    assert!(
+        (1700..=2300).contains(&cpu),
+        "cpu {cpu} ms for 4 s at 0.5 CPU: {res}"
+    );
+    assert_eq!(r["sandbox"]["cgroup"]["cpu_max"], "50000 100000");
+}
+
+#[test]
+fn no_cgroup_directory_is_left_behind() {
+    if !cgroup_available() {
+        return;
+    }
+    let base = fixture("leftover");
+    let (code, _, _) = run(&base, &[], &["sleep", "0"]);
+    assert_eq!(code, Some(0));
+    // Leaves are named sandbox-run-<pid of sandbox-run>-<n>; that process is gone now, and
+    // so must be its directories, in every hierarchy.
+    let mut left = Vec::new();
+    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name
+                    .strip_prefix("sandbox-run-")
+                    .and_then(|r| r.split('-').next())
+                {
+                    if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                        left.push(e.path());
+                    }
+                }
+                stack.push(e.path());
+            }
+        }
+    }
+    assert!(left.is_empty(), "leaves of dead runs: {left:?}");
+}
