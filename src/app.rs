@@ -31,6 +31,10 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
         Command::Run(args) => run_command(args),
         Command::Check(args) => check(args),
         Command::Validate(args) => validate_command(args),
+        Command::Doctor {
+            json,
+            requirements_md,
+        } => Ok(doctor(json, requirements_md)),
         Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
     }
 }
@@ -422,4 +426,18 @@ fn write_report(dest: &str, r: &report::Report) -> Result<(), Fail> {
         return Ok(());
     }
     std::fs::write(dest, json + "\n").map_err(|e| Fail::usage(format!("report {dest}: {e}")))
+}
+
+fn doctor(json: bool, requirements_md: bool) -> i32 {
+    if requirements_md {
+        print!("{}", crate::doctor::requirements_markdown());
+        return 0;
+    }
+    let d = crate::doctor::diagnose();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&d).unwrap_or_default());
+        crate::doctor::exit_code(&d)
+    } else {
+        crate::doctor::print(&d)
+    }
 }

@@ -32,6 +32,16 @@ pub enum Command {
     /// Run each validation command of a gene, each in a fresh sandbox, fail-fast; every command
     /// is gated first and one denial means nothing runs.
     Validate(ValidateArgs),
+    /// What this kernel and user allow, what each shipped profile would lose, and how to fix it.
+    /// Exit 0 when every shipped profile can run with every layer, else 1.
+    Doctor {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Print the README's host requirements table (generated from the same checks).
+        #[arg(long, hide = true)]
+        requirements_md: bool,
+    },
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {
         #[command(subcommand)]

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod doctor;
 pub mod gene;
 pub mod launcher;
 pub mod layers;

@@ -72,7 +72,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 /// `run` is the default command: `sandbox-run --profile P -- CMD` means `sandbox-run run ...`.
 /// Global flags (`-v`, `-q`) may come before the command name.
 fn with_default_command(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    const COMMANDS: &[&str] = &["run", "check", "validate", "profiles"];
+    const COMMANDS: &[&str] = &["run", "check", "validate", "profiles", "doctor"];
     const GLOBAL: &[&str] = &["-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"];
     let first = args
         .iter()

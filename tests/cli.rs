@@ -443,3 +443,35 @@ fn profiles_show_prints_every_section() {
         assert!(v.contains(line), "{line} missing in {v}");
     }
 }
+
+#[test]
+fn doctor_reports_every_check_and_the_readme_table_is_current() {
+    let o = run(&["doctor", "--json"], &[]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor --json is JSON");
+    let table = String::from_utf8(run(&["doctor", "--requirements-md"], &[]).stdout).unwrap();
+    for c in d["checks"].as_array().unwrap() {
+        let key = c["key"].as_str().unwrap();
+        assert!(
+            table.contains(&format!("| `{key}` |")),
+            "check {key} has no requirements row"
+        );
+        assert!(
+            c["ok"].as_bool().unwrap() || c["fix"].is_string(),
+            "failed check {key} without a fix"
+        );
+    }
+    let profiles = d["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 3);
+    let all_full = profiles.iter().all(|p| p["full"] == true);
+    assert_eq!(o.status.code(), Some(if all_full { 0 } else { 1 }));
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("<!-- requirements:begin -->\n")
+        .expect("README marker")
+        + 28;
+    let end = readme
+        .find("<!-- requirements:end -->")
+        .expect("README marker");
+    assert_eq!(&readme[start..end], table, "README's host requirements are stale: regenerate with `sandbox-run doctor --requirements-md`");
+}
