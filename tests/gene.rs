@@ -1,12 +1,14 @@
 //! `sandbox-run validate --gene`: gate all, then run fail-fast, each in a fresh sandbox.
 
-#[path = "support/schema.rs"]
-mod schema;
+#[path = "support/mod.rs"]
+mod support;
+
+use support::schema;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+use support::BIN;
 
 fn have_node() -> bool {
     Path::new("/usr/bin/node").exists() && Path::new("/usr/bin/npm").exists()
@@ -16,11 +18,7 @@ fn have_node() -> bool {
 /// `validate` but with a read-write repo (so a marker proves a command ran) and the cgroup
 /// layer best-effort.
 fn fixture(name: &str) -> PathBuf {
-    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
-        .join(format!("gene-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
+    let base = support::scratch(&format!("gene-{name}"));
     let repo = base.join("repo");
     std::fs::create_dir_all(repo.join("scripts")).unwrap();
     std::fs::write(repo.join("scripts/pass.js"), "console.log('pass');\n").unwrap();

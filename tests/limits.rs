@@ -1,23 +1,12 @@
 //! The cgroup caps, attacked from inside a real sandbox: a fork bomb, a memory bomb and a
 //! busy loop. Each has a control that shows the same probe gets further without the cap.
 
-#[path = "support/schema.rs"]
-mod schema;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
-
-fn probe() -> PathBuf {
-    let p = Path::new(BIN).parent().unwrap().join("examples/probe");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo test`, which builds the examples",
-        p.display()
-    );
-    p
-}
+use support::{probe, schema, BIN};
 
 /// Can this host give us a cgroup? If not, skip (or fail when the host is known to have one).
 fn cgroup_available() -> bool {
@@ -46,19 +35,8 @@ fn cgroup_available() -> bool {
 
 /// A repo and a profile like validate (every layer required) that also allows the probe.
 fn fixture(name: &str) -> PathBuf {
-    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
-        .join(format!("limits-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("repo")).unwrap();
-    let p = probe();
-    let profile = format!(
-        "extends = \"validate\"\n[gate]\npaths = [\"{}\"]\n[filesystem]\nextra_ro = [\"{}\"]\n",
-        p.display(),
-        p.parent().unwrap().display()
-    );
-    std::fs::write(base.join("p.toml"), profile).unwrap();
+    let base = support::scratch(&format!("limits-{name}"));
+    support::probe_profile(&base, "validate", "", "");
     base
 }
 

@@ -1,21 +1,18 @@
 //! Reports of every status validate against `schemas/report.schema.json`, and carry the
 //! status, exit code and signal the contract gives.
 
-#[path = "support/schema.rs"]
-mod schema;
+#[path = "support/mod.rs"]
+mod support;
+
+use support::schema;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+use support::BIN;
 
 fn fixture(name: &str) -> PathBuf {
-    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
-        .join(format!("report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("repo")).unwrap();
+    let base = support::scratch(&format!("report-{name}"));
     let scripts = [
         ("ok.js", "console.log('fine');"),
         ("fail.js", "process.exit(4);"),

@@ -1,38 +1,20 @@
 //! Nothing a sandboxed command starts outlives its time limit or sandbox-run itself.
 //! Each test looks for leftovers in /proc by a marker only its own run carries.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
-
-fn probe() -> PathBuf {
-    let p = Path::new(BIN).parent().unwrap().join("examples/probe");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo test`, which builds the examples",
-        p.display()
-    );
-    p
-}
+use support::{probe, BIN};
 
 /// A repo and a profile that allows the probe (by exact path) and node, with the cgroup
 /// layer best-effort (this file tests the timeout and signal chain, not the cgroup).
 fn fixture(name: &str) -> PathBuf {
-    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
-        .join(format!("teardown-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    std::fs::create_dir_all(base.join("repo")).unwrap();
-    let p = probe();
-    let profile = format!(
-        "extends = \"validate\"\n[gate]\nprograms = [\"node\"]\npaths = [\"{}\"]\n[filesystem]\nrepo = \"rw\"\nextra_ro = [\"{}\"]\n[layers]\ncgroup = \"best-effort\"\n",
-        p.display(),
-        p.parent().unwrap().display()
-    );
-    std::fs::write(base.join("p.toml"), profile).unwrap();
+    let base = support::scratch(&format!("teardown-{name}"));
+    let extra = "repo = \"rw\"\n[layers]\ncgroup = \"best-effort\"\n";
+    support::probe_profile(&base, "validate", "programs = [\"node\"]", extra);
     base
 }
 

@@ -1,0 +1,45 @@
+//! Helpers shared by the end-to-end test files (`#[path = "support/mod.rs"] mod support;`).
+#![allow(dead_code)]
+
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
+
+/// The attack probe, built by `cargo test` as an example next to the binary.
+pub fn probe() -> PathBuf {
+    let p = Path::new(BIN).parent().unwrap().join("examples/probe");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test`, which builds the examples",
+        p.display()
+    );
+    p
+}
+
+/// A fresh directory for one test's fixtures: under $SANDBOX_RUN_TEST_TMP (set for rootless
+/// and VM runs) or the target dir. Not /tmp: the gate denies world-writable locations.
+pub fn scratch(name: &str) -> PathBuf {
+    let base = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("repo")).unwrap();
+    base
+}
+
+/// A profile extending `base` that also allows the probe (by exact path) and mounts its
+/// directory; `extra` is appended verbatim (more TOML).
+pub fn probe_profile(dir: &Path, base: &str, gate_extra: &str, extra: &str) -> PathBuf {
+    let p = probe();
+    let text = format!(
+        "extends = \"{base}\"\n[gate]\npaths = [\"{}\"]\n{gate_extra}\n[filesystem]\nextra_ro = [\"{}\"]\n{extra}",
+        p.display(),
+        p.parent().unwrap().display()
+    );
+    let path = dir.join("p.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
