@@ -156,6 +156,7 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
         return Ok(v.exit_code());
     }
     let runner = Runner {
+        timings: args.timings,
         profile: &profile,
         ws: &ws,
         overrides: crate::plan::Overrides {
@@ -197,6 +198,8 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
 
 /// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
 struct Runner<'a> {
+    /// Print the setup timings after each run.
+    timings: bool,
     profile: &'a Profile,
     ws: &'a Workspace,
     overrides: crate::plan::Overrides,
@@ -216,9 +219,11 @@ impl Runner<'_> {
                 v.argv.first().map(String::as_str).unwrap_or("")
             ))
         })?;
+        let t0 = std::time::Instant::now();
         let host = crate::plan::Host::probe();
         let mut plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
             .map_err(Fail::usage)?;
+        let planned = t0.elapsed();
         let limits = self.cgroup_limits();
         let leaf = match self.cgroup_leaf(&limits) {
             Ok(leaf) => Some(leaf),
@@ -236,6 +241,7 @@ impl Runner<'_> {
                 }
             },
         };
+        let cgrouped = t0.elapsed() - planned;
         for d in &plan.degraded {
             tracing::warn!(
                 "degraded: running without the {d} layer (profile {} marks it best-effort)",
@@ -250,10 +256,17 @@ impl Runner<'_> {
             cpu_max: limits.cpu_max(),
             pids_max: limits.pids_max,
         });
+        let t1 = std::time::Instant::now();
         if let Some(leaf) = leaf {
             if let Err(e) = leaf.remove() {
                 eprintln!("sandbox-run: {e}");
             }
+        }
+        if self.timings {
+            eprintln!(
+                "sandbox-run: {}",
+                timings_line(planned, cgrouped, &finished, t1.elapsed(), t0.elapsed())
+            );
         }
         let error = finished
             .failure
@@ -379,6 +392,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         return Ok(code);
     }
     let runner = Runner {
+        timings: false,
         profile: &profile,
         ws: &ws,
         overrides: crate::plan::Overrides::default(),
@@ -440,4 +454,30 @@ fn doctor(json: bool, requirements_md: bool) -> i32 {
     } else {
         crate::doctor::print(&d)
     }
+}
+
+/// `--timings`: each setup step's own duration, then the whole.
+fn timings_line(
+    plan: std::time::Duration,
+    cgroup: std::time::Duration,
+    f: &crate::supervisor::Finished,
+    teardown: std::time::Duration,
+    total: std::time::Duration,
+) -> String {
+    let ms = |d: std::time::Duration| format!("{:.2}ms", d.as_secs_f64() * 1000.0);
+    let mut parts = vec![
+        format!("plan {}", ms(plan)),
+        format!("cgroup {}", ms(cgroup)),
+    ];
+    let mut last = std::time::Duration::ZERO;
+    for (phase, at) in &f.timings {
+        parts.push(format!("{} {}", phase.name(), ms(at.saturating_sub(last))));
+        last = *at;
+    }
+    parts.push(format!(
+        "workload {}",
+        ms(f.spawned_to_end.saturating_sub(last))
+    ));
+    parts.push(format!("cgroup removal {}", ms(teardown)));
+    format!("timings: {}; total {}", parts.join(", "), ms(total))
 }

@@ -128,6 +128,9 @@ pub struct RunArgs {
     /// says so, as `validate` does). The streams still pass through.
     #[arg(long)]
     pub capture: bool,
+    /// Print how long each setup step took (to stderr).
+    #[arg(long)]
+    pub timings: bool,
     /// Network: `none` (only loopback) or `host` (overrides the profile).
     #[arg(long, value_enum)]
     pub net: Option<NetArg>,

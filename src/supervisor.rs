@@ -64,6 +64,10 @@ pub struct Finished {
     pub duration: Duration,
     /// What the cgroup counted, when the run had one.
     pub usage: Option<Usage>,
+    /// When each setup phase ended, counted from the spawn of stage 2.
+    pub timings: Vec<(crate::launcher::channel::Phase, Duration)>,
+    /// From the spawn of stage 2 to the end of the sandbox.
+    pub spawned_to_end: Duration,
     pub out: Vec<u8>,
     pub err: Vec<u8>,
 }
@@ -140,6 +144,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         .map_err(sys("signalfd"))?;
 
     let piped = o.capture || o.stdout_to_stderr;
+    let spawn_micros = channel::now_micros();
+    let spawned = Instant::now();
     let mut child = spawn_stage2(rec_w, piped)?;
     // Stage 2 waits for the plan on stdin: it joins the cgroup before it can run anything, and
     // before it unshares its cgroup namespace (so the leaf is that namespace's root).
@@ -259,8 +265,14 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             Record::Exited(s) => f.status = Some(s),
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
+            Record::Timing { phase, micros } => {
+                let us = micros.wrapping_sub(spawn_micros);
+                f.timings
+                    .push((phase, Duration::from_micros(u64::from(us))));
+            }
         }
     }
+    f.spawned_to_end = spawned.elapsed();
     if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
         f.failure = Some(StepError::new(Step::Fork, libc::ECHILD));
     }

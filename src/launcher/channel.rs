@@ -22,6 +22,70 @@ pub enum Record {
     Landlock { abi: u8, status: u8 },
     /// The workload is about to exec: every layer is in place.
     Ready,
+    /// A setup phase ended at this CLOCK_MONOTONIC time (low 32 bits of microseconds).
+    Timing { phase: Phase, micros: u32 },
+}
+
+/// The phases of setup inside the sandbox, for `--timings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Stage 2 has read its plan (the exec of /proc/self/exe is behind it).
+    Stage2 = 1,
+    /// The seccomp filters are compiled.
+    SeccompCompiled,
+    /// Every namespace exists and the ids are mapped.
+    Namespaces,
+    /// pid 1 has built the new root and pivoted into it.
+    Mounts,
+    /// The workload has dropped capabilities and set rlimits and no_new_privs.
+    Process,
+    /// Landlock is in force.
+    Landlock,
+    /// The seccomp filters are installed: execve is next.
+    Seccomp,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 7] = [
+        Phase::Stage2,
+        Phase::SeccompCompiled,
+        Phase::Namespaces,
+        Phase::Mounts,
+        Phase::Process,
+        Phase::Landlock,
+        Phase::Seccomp,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Stage2 => "stage 2 started",
+            Phase::SeccompCompiled => "seccomp compiled",
+            Phase::Namespaces => "namespaces",
+            Phase::Mounts => "mounts + pivot_root",
+            Phase::Process => "rlimits, caps, no_new_privs",
+            Phase::Landlock => "landlock",
+            Phase::Seccomp => "seccomp installed",
+        }
+    }
+}
+
+/// Microseconds of CLOCK_MONOTONIC, low 32 bits (differences wrap correctly).
+pub fn now_micros() -> u32 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1000) as u32
+}
+
+/// Mark the end of a setup phase.
+pub fn mark(phase: Phase) {
+    send(Record::Timing {
+        phase,
+        micros: now_micros(),
+    });
 }
 
 impl Record {
@@ -31,6 +95,7 @@ impl Record {
             Record::Exited(s) => (2, 0, 0, s, 0),
             Record::Landlock { abi, status } => (3, abi, status as u16, 0, 0),
             Record::Ready => (4, 0, 0, 0, 0),
+            Record::Timing { phase, micros } => (5, phase as u8, 0, micros as i32, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -57,6 +122,10 @@ impl Record {
                 status: step as u8,
             }),
             4 => Some(Record::Ready),
+            5 => Some(Record::Timing {
+                phase: *Phase::ALL.iter().find(|p| **p as u8 == b[1])?,
+                micros: value as u32,
+            }),
             _ => None,
         }
     }
@@ -100,6 +169,10 @@ mod tests {
             Record::Exited(0x8b00),
             Record::Landlock { abi: 7, status: 2 },
             Record::Ready,
+            Record::Timing {
+                phase: Phase::Landlock,
+                micros: u32::MAX - 3,
+            },
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }

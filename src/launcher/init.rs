@@ -107,6 +107,7 @@ pub fn run(
         return Ok(125);
     }
     mounts::build_root(&plan.mounts, &plan.cwd)?;
+    channel::mark(channel::Phase::Mounts);
     // SAFETY: pid 1 is single-threaded.
     let workload =
         match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {

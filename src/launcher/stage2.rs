@@ -14,7 +14,7 @@
 //! seccomp last, right before execve, so the filter only has to allow what the workload needs.
 //! Any failure becomes a `(step, errno)` record for the supervisor and exit 125.
 
-use super::channel::{self, Record};
+use super::channel::{self, mark, Phase, Record};
 use super::init;
 use crate::layers::{caps, fds, landlock, ns, rlimits, seccomp, Step, StepError};
 use crate::plan::Plan;
@@ -67,6 +67,7 @@ fn run() -> Result<i32, StepError> {
         .map_err(|_| StepError::new(Step::Exec, libc::EIO))?;
     let plan: Plan =
         serde_json::from_slice(&text).map_err(|_| StepError::new(Step::Exec, libc::EINVAL))?;
+    mark(Phase::Stage2);
     fds::stdin_null()?;
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
@@ -77,11 +78,13 @@ fn run() -> Result<i32, StepError> {
     } else {
         None
     };
+    mark(Phase::SeccompCompiled);
 
     ns::become_user(plan.ids)?;
     ns::enter(plan.net == crate::profile::NetMode::None, &plan.hostname)?;
     // After the credential changes above, which clear the parent-death signal.
     die_with_parent(plan.supervisor_pid)?;
+    mark(Phase::Namespaces);
     let forwarded = init::block_signals()?;
     let alive = init::AlivePipe::new()?;
     // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
@@ -146,6 +149,7 @@ fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepErr
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(StepError::last(Step::NoNewPrivs));
     }
+    mark(Phase::Process);
     if let Some(spec) = &plan.landlock {
         let applied = landlock::apply(spec, plan.landlock_min_abi)?;
         let status = if applied.status == "fully_enforced" {
@@ -158,11 +162,13 @@ fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepErr
             status,
         });
     }
+    mark(Phase::Landlock);
     fds::cloexec_above_stderr()?;
     fds::reset_signals()?;
     channel::send(Record::Ready);
     if let Some(f) = filters {
         f.install()?;
     }
+    mark(Phase::Seccomp);
     Ok(())
 }
