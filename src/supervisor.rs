@@ -143,6 +143,12 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let sfd = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys("signalfd"))?;
 
+    // If stage 2 dies first (SIGKILL after the grace period), pid 1 is orphaned: as a
+    // subreaper we become its parent and can wait for it, and pid 1 finishes exiting only
+    // once every process of its namespace is gone. Without this we could return while the
+    // sandbox's last processes are still dying.
+    // SAFETY: prctl with integer arguments, affecting only this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let piped = o.capture || o.stdout_to_stderr;
     let spawn_micros = channel::now_micros();
     let spawned = Instant::now();
@@ -249,6 +255,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         exited = ready[0];
     }
     let _ = child.wait();
+    // Reap whatever was reparented to us (an orphaned pid 1, after a SIGKILL of stage 2).
+    while nix::sys::wait::waitpid(None::<nix::unistd::Pid>, None).is_ok() {}
     if let Some(leaf) = leaf {
         // Nothing may outlive the run, whatever escaped the pid namespace's teardown.
         let _ = leaf.kill();

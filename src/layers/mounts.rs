@@ -371,18 +371,7 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             })
             .map_err(err(Step::MountOverlay))
         }
-        Op::Proc { dst } => {
-            let dst = under(NEW, dst);
-            mount_point(&dst, false, Step::MountProc)?;
-            mount(
-                Some("proc"),
-                &dst,
-                Some("proc"),
-                nosuid | MsFlags::MS_NOEXEC,
-                None::<&str>,
-            )
-            .map_err(err(Step::MountProc))
-        }
+        Op::Proc { dst } => build_proc(&under(NEW, dst)),
         Op::Dev { dst, pts, shm_size } => build_dev(&under(NEW, dst), *pts, *shm_size),
     }
 }
@@ -431,6 +420,24 @@ fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
         }
         Err(e) => Err(StepError::new(Step::MountRemountRo, e)),
     }
+}
+
+/// Parts of procfs that reach the kernel as a whole, not this pid namespace: read-only, as
+/// bubblewrap does. A workload that is uid 0 (a root-owned repo run as root) passes the
+/// permission checks of most sysctls, capabilities or not (`kernel.core_pattern`!).
+pub const PROC_READ_ONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus"];
+
+fn build_proc(dst: &Path) -> Result<(), StepError> {
+    mount_point(dst, false, Step::MountProc)?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), dst, Some("proc"), flags, None::<&str>).map_err(err(Step::MountProc))?;
+    for name in PROC_READ_ONLY {
+        let p = dst.join(name);
+        if p.symlink_metadata().is_ok() {
+            bind(&p, &p, true)?;
+        }
+    }
+    Ok(())
 }
 
 fn build_dev(dev: &Path, pts: bool, shm_size: u64) -> Result<(), StepError> {
