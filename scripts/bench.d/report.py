@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Medians, ratios and the issue-6 targets from one scripts/bench run.
+
+  report.py WORKDIR
+
+Reads what scripts/bench left in WORKDIR (meta.tsv, hf-*.json from hyperfine --export-json,
+internal.tsv, rss-*.json, steps.json), prints the tables (Markdown, readable as text) and
+writes WORKDIR/summary.json. Only reports: no exit status depends on a timing.
+"""
+import json
+import os
+import statistics
+import sys
+
+RUNNERS = ["bare", "bwrap", "sandbox-run"]
+MIB = 1024 * 1024
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fmt_ms(v):
+    if v is None:
+        return "n/a"
+    return f"{v:.2f}" if v < 100 else f"{v:.0f}"
+
+
+def fmt_ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return "n/a"
+    return f"{a / b:.2f}x"
+
+
+def fmt_add(a, b):
+    if a is None or b is None:
+        return "n/a"
+    return f"{a - b:+.2f}"
+
+
+def mib(kib):
+    return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
+
+
+def main():
+    work = sys.argv[1]
+    meta = {}
+    with open(os.path.join(work, "meta.tsv")) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("\t")
+            meta[k] = v
+    summary = {"meta": meta, "wall_ms": {}, "targets": []}
+    out = []
+    p = out.append
+
+    p(f"## sandbox-run benchmark ({meta.get('mode', '?')})")
+    p("")
+    p(f"- host: Linux {meta.get('kernel')}, {meta.get('cpus')} CPUs; load average "
+      f"{meta.get('load_start')} at the start, {meta.get('load_end')} at the end")
+    p(f"- sandbox-run {meta.get('sbx_version')} ({meta.get('sbx_bin')}); "
+      f"profile scripts/bench.d/bench.toml (extends validate); layers: {meta.get('layers')}")
+    if meta.get("notes"):
+        for n in meta["notes"].split(" | "):
+            p(f"- NOTE: {n}")
+    p(f"- {meta.get('bwrap_version')}, {meta.get('hyperfine_version')}; every command starts from "
+      f"`env -i PATH=/usr/bin:/bin HOME=<empty dir>`, timed whole from outside by hyperfine "
+      f"(wall clock, `--shell=none`)")
+    p("")
+
+    # --- wall times -------------------------------------------------------------------------
+    rows = [
+        ("true", "`true` (startup floor)", 1),
+        ("node", "`node -e 0`", 1),
+        ("npm", "`npm --version`", 1),
+        ("syscalls", f"syscall helper, whole command ({meta.get('syscall_n')} getppid + {meta.get('syscall_n')} stat)", 1),
+        ("seq50", "50 x `true` back to back, per run", 50),
+        ("par50", "50 x `true` two at a time, per run", 50),
+    ]
+    p("### Wall time per run, median (ms)")
+    p("")
+    p("| workload | runs | bare | bwrap | sandbox-run | sandbox-run/bare | bwrap/bare | "
+      "sandbox-run/bwrap | bwrap added | sandbox-run added |")
+    p("|---|---|---|---|---|---|---|---|---|---|")
+    wall = {}
+    for key, label, per in rows:
+        data = load_json(os.path.join(work, f"hf-{key}.json"))
+        med, nruns = {}, "n/a"
+        if data:
+            # one result per command, in the order scripts/bench passes them: RUNNERS
+            for runner, r in zip(RUNNERS, data.get("results", [])):
+                if r.get("times"):
+                    med[runner] = statistics.median(r["times"]) * 1000 / per
+                    nruns = str(len(r["times"]))
+        b, w, s = (med.get(k) for k in RUNNERS)
+        wall[key] = {"bare": b, "bwrap": w, "sandbox-run": s, "runs": nruns}
+        p(f"| {label} | {nruns} | {fmt_ms(b)} | {fmt_ms(w)} | {fmt_ms(s)} | {fmt_ratio(s, b)} | "
+          f"{fmt_ratio(w, b)} | {fmt_ratio(s, w)} | {fmt_add(w, b)} | {fmt_add(s, b)} |")
+    summary["wall_ms"] = wall
+    p("")
+    p("Added = median minus bare's median, in ms. The 50-run rows divide the median of the whole "
+      "batch (driven by `xargs -n1 -P1` or `-P2`) by 50.")
+    p("")
+    p("Spread of the same runs: 25th-75th percentile per run (ms)")
+    p("")
+    p("| workload | bare | bwrap | sandbox-run |")
+    p("|---|---|---|---|")
+    for key, label, per in rows:
+        data = load_json(os.path.join(work, f"hf-{key}.json"))
+        cells = []
+        for runner, r in zip(RUNNERS, (data or {}).get("results", [])):
+            ts = sorted(x * 1000 / per for x in r.get("times") or [])
+            if len(ts) >= 2:
+                q = statistics.quantiles(ts, n=4, method="inclusive")
+                cells.append(f"{fmt_ms(q[0])}-{fmt_ms(q[2])}")
+                wall[key][runner + "_iqr"] = [q[0], q[2]]
+            else:
+                cells.append("n/a")
+        cells += ["n/a"] * (3 - len(cells))
+        p(f"| {label} | " + " | ".join(cells) + " |")
+    p("")
+    p("CPU time per run, user + system (ms, mean; hyperfine's rusage of the command and its "
+      "waited-for descendants. bwrap: mostly its own setup, since it exits without reaping its payload, "
+      "whose usage then never reaches the caller)")
+    p("")
+    p("| workload | bare | bwrap | sandbox-run |")
+    p("|---|---|---|---|")
+    for key, label, per in rows:
+        data = load_json(os.path.join(work, f"hf-{key}.json"))
+        cells = []
+        for runner, r in zip(RUNNERS, (data or {}).get("results", [])):
+            if r.get("user") is not None and r.get("system") is not None:
+                u, sy = r["user"] * 1000 / per, r["system"] * 1000 / per
+                cells.append(f"{fmt_ms(u)} + {fmt_ms(sy)}")
+                wall[key][runner + "_cpu_ms"] = [u, sy]
+            else:
+                cells.append("n/a")
+        cells += ["n/a"] * (3 - len(cells))
+        p(f"| {label} | " + " | ".join(cells) + " |")
+    p("")
+
+    # --- syscall helper timed inside -------------------------------------------------------------
+    internal = {k: [] for k in RUNNERS}
+    try:
+        with open(os.path.join(work, "internal.tsv")) as f:
+            for line in f:
+                runner, kv = line.rstrip("\n").split("\t", 1)
+                d = dict(x.split("=", 1) for x in kv.split())
+                internal.setdefault(runner, []).append({k: float(v) for k, v in d.items()})
+    except OSError:
+        pass
+    inside = {}
+    if any(internal.values()):
+        p(f"### Syscall helper timed inside (median over {meta.get('internal_rounds')} processes "
+          f"per runner, interleaved; each process: median of 10 rounds)")
+        p("")
+        p("| runner | getppid (ns/call) | stat (ns/call) | both loops (ms) | loops vs bare | loops vs bwrap |")
+        p("|---|---|---|---|---|---|")
+        for r in RUNNERS:
+            xs = internal.get(r) or []
+            if not xs:
+                continue
+            m = {k: statistics.median(x[k] for x in xs) for k in ("getppid_ns", "stat_ns", "loop_ms")}
+            inside[r] = m
+        for r in RUNNERS:
+            if r in inside:
+                m = inside[r]
+                base = inside.get("bare", {}).get("loop_ms")
+                bw = inside.get("bwrap", {}).get("loop_ms")
+                p(f"| {r} | {m['getppid_ns']:.0f} | {m['stat_ns']:.0f} | {m['loop_ms']:.1f} | "
+                  f"{fmt_ratio(m['loop_ms'], base)} | {fmt_ratio(m['loop_ms'], bw)} |")
+        p("")
+    summary["syscalls_inside"] = inside
+
+    # --- memory and size --------------------------------------------------------------------------
+    p("### Memory and size")
+    p("")
+    sup = []
+    for name, label in (("sleep", f"`sleep {meta.get('sleep_s')}`"),
+                        ("head", "`head -c 32M /dev/zero` (output through the supervisor)"),
+                        ("npm", "`npm --version`")):
+        d = load_json(os.path.join(work, f"rss-{name}.json"))
+        if not d:
+            continue
+        sup.append(d["supervisor_hwm_kib"])
+        summary[f"rss_{name}"] = d
+        p(f"- {label}: supervisor peak RSS (VmHWM, sampled every 2 ms) {mib(d['supervisor_hwm_kib'])}; "
+          f"stage 2 / sandbox pid 1 {mib(d['helpers_hwm_kib'] or None)}; "
+          f"`/usr/bin/time -f %M` {mib(d['time_maxrss_kib'])} (max over sandbox-run and every "
+          f"waited-for descendant, the workload included)")
+    stripped = int(meta["stripped_bytes"]) if meta.get("stripped_bytes") else None
+    unstripped = int(meta["unstripped_bytes"]) if meta.get("unstripped_bytes") else None
+    if stripped:
+        p(f"- release binary: {unstripped / MIB:.2f} MiB as built, {stripped / MIB:.2f} MiB stripped "
+          f"(static, {meta.get('sbx_bin_kind')})")
+    p("")
+
+    # --- startup steps ----------------------------------------------------------------------------
+    tim = load_json(os.path.join(work, "timings.json"))
+    if tim and tim.get("steps"):
+        tot = sum(x["median"] for x in tim["steps"]) or 1
+        tm = tim["total_ms"]
+        p(f"### Startup of `sandbox-run --timings -- true` by step (sandbox-run's own clock, "
+          f"median of {tim['runs']} runs)")
+        p("")
+        p(f"Total as sandbox-run reports it: median {tm['median']:.2f} ms (p10 {tm['p10']:.2f}, "
+          f"p90 {tm['p90']:.2f}). Shares are of the sum of the step medians ({tot:.2f} ms).")
+        p("")
+        p("| step | median ms | p10 | p90 | share |")
+        p("|---|---|---|---|---|")
+        for x in tim["steps"]:
+            p(f"| {x['step']} | {x['median']:.2f} | {x['p10']:.2f} | {x['p90']:.2f} | "
+              f"{100 * x['median'] / tot:.0f} % |")
+        if tim.get("failed"):
+            p("")
+            p(f"{tim['failed']} run(s) failed or printed no timings line.")
+        p("")
+        summary["timings"] = tim
+    elif meta.get("timings_note"):
+        p(f"### Startup by step: {meta['timings_note']}")
+        p("")
+    steps = load_json(os.path.join(work, "steps.json"))
+    if steps and "steps" in steps:
+        tot = sum(s["ms"] for s in steps["steps"]) or 1
+        p(f"### Syscalls of `sandbox-run -- true` by step (strace -f -ttt, median of {steps['runs']} "
+          f"runs)")
+        p("")
+        p(f"Under strace the whole run takes {steps['total_ms']:.1f} ms and {steps['syscalls']} "
+          f"syscalls; ptrace inflates every syscall, so steps with many syscalls look dearer than "
+          f"they are: the counts are exact, the times indicative"
+          + ("." if tim and tim.get("steps") else " (sandbox-run has no `--timings`)."))
+        p("")
+        p("| step | ms under strace | share | syscalls |")
+        p("|---|---|---|---|")
+        for s in steps["steps"]:
+            p(f"| {s['step']} | {s['ms']:.1f} | {100 * s['ms'] / tot:.0f} % | {s['syscalls']} |")
+        if steps.get("missing_milestones"):
+            p("")
+            p("Steps whose closing milestone was not found (their time is counted in the next step): "
+              + ", ".join(steps["missing_milestones"]))
+        p("")
+        summary["steps"] = steps
+    elif meta.get("steps_note"):
+        p(f"### Startup by step: {meta['steps_note']}")
+        p("")
+
+    # --- runs 1-10 vs 41-50 of one batch -----------------------------------------------------------
+    batch = {r: load_json(os.path.join(work, f"batch-{r}.json")) for r in RUNNERS}
+    if any(batch.values()):
+        p(f"### 50 runs of `true` back to back, each timed alone (median ms over "
+          f"{meta.get('batch_rounds')} batch(es), each after a 0.2 s pause)")
+        p("")
+        p("| runner | first run | runs 1-10 | runs 41-50 | 41-50 vs 1-10 | all 50 | failed |")
+        p("|---|---|---|---|---|---|---|")
+        for r in RUNNERS:
+            b = batch.get(r)
+            if b:
+                p(f"| {r} | {fmt_ms(b['first_run_ms'])} | {fmt_ms(b['first10_ms'])} | "
+                  f"{fmt_ms(b['last10_ms'])} | {fmt_ratio(b['last10_ms'], b['first10_ms'])} | "
+                  f"{fmt_ms(b['all_ms'])} | {b['failed']} |")
+                summary[f"batch_{r}"] = {k: v for k, v in b.items() if k != "batches"}
+        p("")
+
+    # --- leaks ------------------------------------------------------------------------------------
+    leaves = meta.get("leaked_leaves")
+    mounts = meta.get("mount_delta")
+    p(f"### After the 50-run batches ({meta.get('batch_runs')} sandbox-run runs)")
+    p("")
+    p(f"- cgroup leaves of exited sandbox-run processes left behind: {leaves}; host mount table: "
+      f"{mounts} entries")
+    p("")
+
+    # --- targets ----------------------------------------------------------------------------------
+    def verdict(ok):
+        return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+    targets = []
+    t = wall.get("true", {})
+    if None not in (t.get("bare"), t.get("bwrap"), t.get("sandbox-run")):
+        sa, wa = t["sandbox-run"] - t["bare"], t["bwrap"] - t["bare"]
+        targets.append(("added latency on `true` <= bubblewrap's",
+                        f"sandbox-run {sa:+.2f} ms, bwrap {wa:+.2f} ms ({sa / wa:.2f}x)" if wa > 0 else
+                        f"sandbox-run {sa:+.2f} ms, bwrap {wa:+.2f} ms", sa <= wa))
+    else:
+        targets.append(("added latency on `true` <= bubblewrap's", "n/a", None))
+    if "bare" in inside and "sandbox-run" in inside:
+        r = inside["sandbox-run"]["loop_ms"] / inside["bare"]["loop_ms"]
+        sc = wall.get("syscalls", {})
+        whole = ""
+        if sc.get("bare") and sc.get("sandbox-run"):
+            whole = f"; whole command {100 * (sc['sandbox-run'] / sc['bare'] - 1):+.1f} %"
+        targets.append(("syscall-heavy program <= 5 % slower than bare",
+                        f"{100 * (r - 1):+.1f} % (loops timed inside{whole})", r <= 1.05))
+    else:
+        targets.append(("syscall-heavy program <= 5 % slower than bare", "n/a", None))
+    if sup:
+        targets.append(("supervisor peak RSS <= 8 MiB", mib(max(sup)), max(sup) <= 8 * 1024))
+    else:
+        targets.append(("supervisor peak RSS <= 8 MiB", "n/a", None))
+    if stripped:
+        targets.append(("stripped binary <= 5 MiB", f"{stripped / MIB:.2f} MiB", stripped <= 5 * MIB))
+    s50, s1 = wall.get("seq50", {}).get("sandbox-run"), t.get("sandbox-run")
+    b = batch.get("sandbox-run")
+    name = "50 back-to-back runs no slower per run than one run (runs 41-50 vs 1-10; 5 % noise margin; no leaks)"
+    if b:
+        hf_note = f"; hyperfine: {s50:.2f} ms per run in a batch vs {s1:.2f} ms alone" if s50 and s1 else ""
+        ok = b["last10_ms"] <= 1.05 * b["first10_ms"] and leaves == "0" and b["failed"] == 0
+        targets.append((name, f"{b['last10_ms']:.2f} vs {b['first10_ms']:.2f} ms "
+                              f"({b['last10_ms'] / b['first10_ms']:.2f}x); leaked cgroup leaves {leaves}, "
+                              f"host mounts {mounts}{hf_note}", ok))
+    else:
+        targets.append((name, "n/a", None))
+    p("### Targets (issue 6)")
+    p("")
+    p("| target | measured | verdict |")
+    p("|---|---|---|")
+    for name, measured, ok in targets:
+        p(f"| {name} | {measured} | {verdict(ok)} |")
+        summary["targets"].append({"target": name, "measured": measured, "verdict": verdict(ok)})
+    print("\n".join(out))
+    with open(os.path.join(work, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
