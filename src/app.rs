@@ -27,6 +27,9 @@ impl Fail {
 }
 
 pub fn run(cli: Cli) -> Result<i32, Fail> {
+    if !matches!(cli.command, Command::Run(_) | Command::Validate(_)) {
+        crate::supervisor::unblock_relayed();
+    }
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Check(args) => check(args),

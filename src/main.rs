@@ -10,6 +10,10 @@ fn main() {
     {
         sandbox_run::launcher::stage2::main();
     }
+    // A signal that arrives before the supervisor is waiting (a workflow runner aborting us
+    // right after the spawn) must be relayed to the sandbox, not kill us on the spot: block
+    // them now; the supervisor takes pending ones from its signalfd.
+    sandbox_run::supervisor::block_relayed();
     let cli = match Cli::try_parse_from(with_default_command(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => std::process::exit(usage_error(e)),

@@ -31,6 +31,22 @@ const RELAYED: &[Signal] = &[
     Signal::SIGQUIT,
 ];
 
+fn relayed_set() -> SigSet {
+    let mut set = SigSet::empty();
+    RELAYED.iter().for_each(|s| set.add(*s));
+    set
+}
+
+/// Block the relayed signals: called first thing in `main`.
+pub fn block_relayed() {
+    let _ = relayed_set().thread_block();
+}
+
+/// Undo [`block_relayed`] for commands that start no sandbox.
+pub fn unblock_relayed() {
+    let _ = relayed_set().thread_unblock();
+}
+
 /// How much of each output stream a report keeps.
 pub const TAIL_BYTES: usize = 64 * 1024;
 
@@ -137,8 +153,7 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
     let (rec_r, rec_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
 
-    let mut relayed = SigSet::empty();
-    RELAYED.iter().for_each(|s| relayed.add(*s));
+    let relayed = relayed_set();
     relayed.thread_block().map_err(sys("sigprocmask"))?;
     let sfd = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys("signalfd"))?;
