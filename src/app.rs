@@ -46,19 +46,6 @@ fn load_profile(name: &str) -> Result<Profile, Fail> {
     Loader::from_env().load(name).map_err(|e| Fail::usage(e.0))
 }
 
-/// The gate's rules as the profile states them.
-pub fn rules_of(p: &Profile) -> policy::Rules {
-    let g = &p.gate;
-    policy::Rules {
-        programs: g.programs.clone(),
-        wrapped: g.wrapped.clone(),
-        paths: g.paths.clone(),
-        repo_scripts: g.repo_scripts,
-        npm_subcommands: g.npm_subcommands.clone(),
-        node_options: g.node_options.clone(),
-    }
-}
-
 /// The PATH the sandbox will use: the profile's, else the caller's.
 pub fn sandbox_path(p: &Profile) -> OsString {
     sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
@@ -87,7 +74,7 @@ fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspac
         Some(c) => Input::Command(c),
         None => Input::Argv(&target.argv),
     };
-    let verdict = policy::gate(&input, &rules_of(profile), &ctx);
+    let verdict = policy::gate(&input, &profile.gate, &ctx);
     Ok((verdict, ws))
 }
 
@@ -347,7 +334,6 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
     let ws = Workspace::find(args.repo.as_deref(), &cwd).map_err(Fail::usage)?;
     let path = sandbox_path(&profile);
-    let rules = rules_of(&profile);
     let ctx = policy::Context {
         repo: &ws.repo,
         cwd: &ws.cwd,
@@ -356,9 +342,12 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
     let verdicts: Vec<policy::Verdict> = gene
         .validation
         .iter()
-        .map(|c| policy::gate(&Input::Command(c), &rules, &ctx))
+        .map(|c| policy::gate(&Input::Command(c), &profile.gate, &ctx))
         .collect();
     let finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
+        let Some(dest) = &args.report else {
+            return Ok(());
+        };
         let r = new_report(
             started,
             &profile,
@@ -368,10 +357,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             results,
             sandbox,
         );
-        match &args.report {
-            Some(dest) => write_report(dest, &r),
-            None => Ok(()),
-        }
+        write_report(dest, &r)
     };
     let denied: Vec<report::CommandResult> = gene
         .validation

@@ -103,15 +103,8 @@ pub struct Profile {
     pub report: Report,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Gate {
-    pub programs: Vec<String>,
-    pub wrapped: Vec<String>,
-    pub paths: Vec<PathBuf>,
-    pub repo_scripts: bool,
-    pub npm_subcommands: Vec<String>,
-    pub node_options: Vec<String>,
-}
+/// The `[gate]` section is exactly the policy gate's rules.
+pub type Gate = crate::policy::Rules;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Filesystem {

@@ -89,15 +89,19 @@ pub fn missing_at(abi: u8, spec: &Spec) -> Vec<String> {
     m
 }
 
-fn step(e: impl std::fmt::Display, s: Step) -> StepError {
-    // The crate's errors carry an io::Error; fish the errno out of its text when it has one.
-    let text = e.to_string();
-    let errno = text
-        .rsplit("os error ")
-        .next()
-        .and_then(|t| t.trim_end_matches(')').parse().ok())
-        .unwrap_or(libc::EINVAL);
-    StepError::new(s, errno)
+/// The errno of the io::Error somewhere in the crate's error chain (EINVAL if none).
+fn step(e: impl std::error::Error + 'static, s: Step) -> StepError {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(err) = cur {
+        if let Some(n) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.raw_os_error())
+        {
+            return StepError::new(s, n);
+        }
+        cur = err.source();
+    }
+    StepError::new(s, libc::EINVAL)
 }
 
 /// Restrict the calling process. `min_abi` is the profile's minimum; below it, or without

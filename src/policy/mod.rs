@@ -80,7 +80,7 @@ pub const RULE_NAMES: &[&str] = &[
 ];
 
 /// What a profile allows. Everything not listed is denied.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Rules {
     /// Program names allowed as argv[0] (bare names like "node", resolved through PATH).
     pub programs: Vec<String>,
