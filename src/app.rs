@@ -186,6 +186,15 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
     Ok(code)
 }
 
+/// Removes a run's scratch dir when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        crate::plan::remove_scratch(&self.0);
+    }
+}
+
 /// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
 struct Runner<'a> {
     /// Print the setup timings after each run.
@@ -213,6 +222,8 @@ impl Runner<'_> {
         let host = crate::plan::Host::probe();
         let mut plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
             .map_err(Fail::usage)?;
+        // A run without namespaces has a scratch dir on the host: gone when we return, however.
+        let _scratch = plan.scratch.clone().map(Scratch);
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
         let leaf = match self.cgroup_leaf(&limits) {

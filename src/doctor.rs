@@ -425,9 +425,11 @@ pub fn judge(
             }
         }
     }
-    // Until namespaces can degrade, a profile without them does not run at all.
-    if !userns && !v.missing_required.contains(&"namespaces") {
+    // Without namespaces a run is confined by landlock alone as far as files go: plan::build
+    // refuses one that would have neither.
+    if !userns && v.runs && abi < l.landlock_min_abi.max(1) {
         v.runs = false;
+        v.missing_required.push("landlock");
     }
     v
 }
@@ -500,5 +502,25 @@ mod tests {
         );
         assert_eq!(v.degraded, ["landlock", "cgroup"]);
         assert!(!judge(&profile("ci"), false, true, 7, true, true).runs);
+    }
+
+    #[test]
+    fn namespaces_degrade_only_with_landlock_and_a_best_effort_filesystem() {
+        let mut p = profile("ci");
+        p.layers.namespaces = Requirement::BestEffort;
+        p.layers.filesystem = Requirement::BestEffort;
+        let v = judge(&p, false, false, 7, true, true);
+        assert!(v.runs && !v.full);
+        assert_eq!(v.degraded, ["namespaces", "filesystem"]);
+        let v = judge(&p, false, false, 0, true, true);
+        assert!(
+            !v.runs,
+            "no namespaces and no landlock: nothing confines the files"
+        );
+        assert_eq!(v.missing_required, ["landlock"]);
+        p.layers.filesystem = Requirement::Required;
+        let v = judge(&p, false, true, 7, true, true);
+        assert!(!v.runs);
+        assert_eq!(v.missing_required, ["filesystem"]);
     }
 }

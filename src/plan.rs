@@ -4,7 +4,7 @@
 //! which ids, which mounts, which landlock rules, which environment, which layers are in force
 //! and which are degraded. Stage 2 receives the plan as JSON and only executes it.
 
-use crate::layers::{env, landlock, mounts, ns::Ids, rlimits};
+use crate::layers::{env, landlock, mounts, ns, ns::Ids, rlimits};
 use crate::policy::Verdict;
 use crate::profile::{NetMode, Profile, RepoMode, Requirement};
 use crate::workspace::Workspace;
@@ -25,6 +25,14 @@ pub struct Plan {
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
     pub ids: Ids,
+    /// The sandbox's own namespaces and new root. `false` only when the profile marks
+    /// namespaces best-effort and this host has no user namespaces for the caller: the
+    /// workload then runs in the host's namespaces, confined by landlock, seccomp, rlimits,
+    /// no capabilities and the cgroup, with a private scratch dir for `$HOME` and `$TMPDIR`.
+    pub namespaces: bool,
+    /// That scratch dir (holding `home` and `tmp`), created by [`build`] for a run without
+    /// namespaces; the caller removes it after the run ([`remove_scratch`]).
+    pub scratch: Option<PathBuf>,
     pub home: PathBuf,
     pub hostname: String,
     pub net: NetMode,
@@ -59,6 +67,10 @@ pub struct Host {
     pub landlock_abi: u8,
     pub seccomp: bool,
     pub env: Vec<(String, String)>,
+    /// Whether the workload's user can create a user namespace, or the errno why not. `None`:
+    /// not known yet; asked (by trying, see [`ns::available`]) only when a profile marks
+    /// namespaces best-effort.
+    pub userns: Option<Result<(), i32>>,
 }
 
 impl Host {
@@ -73,6 +85,7 @@ impl Host {
             env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
+            userns: None,
         }
     }
 
@@ -95,7 +108,11 @@ pub fn build(
 ) -> Result<Plan, String> {
     let mut degraded = Vec::new();
     let ids = run_as(profile, ws, host)?;
-    let (user, home) = user_and_home(ids, host);
+    let namespaces = match profile.layers.namespaces {
+        Requirement::Required => true,
+        Requirement::BestEffort => host.userns.unwrap_or_else(|| ns::available(ids)).is_ok(),
+    };
+    let (user, mut home) = user_and_home(ids, host);
     let path = crate::app::sandbox_path_from(profile, host.var("PATH"));
 
     // Landlock: required means the kernel must have it at the profile's minimum ABI.
@@ -130,6 +147,25 @@ pub fn build(
     }
 
     let fs = &profile.filesystem;
+    let mut repo_mode = fs.repo;
+    if !namespaces {
+        let why = format!("profile {} marks namespaces best-effort", profile.name);
+        if profile.layers.filesystem == Requirement::Required {
+            return Err(format!("namespaces: {why}, but its filesystem layer (the new root, which needs them) is required{}", ns::FIX));
+        }
+        if !landlock_ok {
+            return Err(format!("namespaces: {why}, but without landlock as well nothing would confine the filesystem{}", ns::FIX));
+        }
+        if ids.uid == 0 {
+            return Err(format!("namespaces: {why}, but without a user namespace the command would run as root on the host: give the repo to an unprivileged owner or set process.uid in the profile{}", ns::FIX));
+        }
+        degraded.push("namespaces".to_string());
+        degraded.push("filesystem".to_string());
+        // No copy-on-write without a mount namespace: writes fail instead of vanishing.
+        if repo_mode == RepoMode::Overlay {
+            repo_mode = RepoMode::Ro;
+        }
+    }
     let toolchains = if fs.toolchains {
         let names: Vec<&String> = profile
             .gate
@@ -141,35 +177,64 @@ pub fn build(
     } else {
         Vec::new()
     };
-    let ops = mounts::plan(&mounts::Input {
-        repo: &ws.repo,
-        repo_mode: fs.repo,
-        protect: &fs.protect,
-        system_ro: &fs.system_ro,
-        extra_ro: &fs.extra_ro,
-        extra_rw: &fs.extra_rw,
-        toolchains: &toolchains,
-        sys: &fs.sys,
-        home: &home,
-        tmp_size: fs.tmp_size.0,
-        dev_pts: fs.dev_pts,
-    })?;
+    let ops = if !namespaces {
+        Vec::new()
+    } else {
+        mounts::plan(&mounts::Input {
+            repo: &ws.repo,
+            repo_mode: fs.repo,
+            protect: &fs.protect,
+            system_ro: &fs.system_ro,
+            extra_ro: &fs.extra_ro,
+            extra_rw: &fs.extra_rw,
+            toolchains: &toolchains,
+            sys: &fs.sys,
+            home: &home,
+            tmp_size: fs.tmp_size.0,
+            dev_pts: fs.dev_pts,
+        })?
+    };
 
     let net = o.net.unwrap_or(profile.network.mode);
+    let scratch = if namespaces {
+        None
+    } else {
+        let dir = make_scratch(ids)?;
+        home = dir.join("home");
+        Some(dir)
+    };
+    let tmp = scratch
+        .as_ref()
+        .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
     let landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
         let mut read_exec = existing(&fs.system_ro);
         read_exec.extend(toolchains.iter().cloned());
         read_exec.extend(existing(&fs.extra_ro));
-        let mut read_write = vec![
-            PathBuf::from("/tmp"),
-            home.clone(),
-            PathBuf::from("/dev/shm"),
-        ];
+        // Inside the new root /tmp, $HOME and /dev/shm are private tmpfs mounts; without it
+        // they would be the host's, and the run gets its scratch dir instead.
+        let mut read_write = match &scratch {
+            None => vec![
+                PathBuf::from("/tmp"),
+                home.clone(),
+                PathBuf::from("/dev/shm"),
+            ],
+            Some(dir) => vec![dir.clone()],
+        };
         read_write.extend(fs.extra_rw.iter().cloned());
-        match fs.repo {
+        match repo_mode {
             RepoMode::Ro => read_exec.push(ws.repo.clone()),
-            RepoMode::Rw | RepoMode::Overlay => read_write.push(ws.repo.clone()),
+            RepoMode::Rw | RepoMode::Overlay if namespaces => read_write.push(ws.repo.clone()),
+            // The protected paths are read-only bind mounts in the new root; without it,
+            // landlock carves them out (and `.git` itself, so nothing new appears in it).
+            RepoMode::Rw | RepoMode::Overlay => {
+                let mut protected = mounts::protected_paths(&ws.repo, &fs.protect);
+                let dotgit = ws.repo.join(".git");
+                if dotgit.is_dir() && !dotgit.is_symlink() {
+                    protected.push(dotgit);
+                }
+                landlock::carve(&ws.repo, &protected, &mut read_write, &mut read_exec);
+            }
         }
         let mut read_only = vec![PathBuf::from("/proc")];
         read_only.extend(existing(&fs.sys));
@@ -207,8 +272,18 @@ pub fn build(
         explicit: &o.env,
         path: &path.to_string_lossy(),
         home: &home.to_string_lossy(),
+        tmp: &tmp.to_string_lossy(),
         user: &user,
-    })?;
+    });
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            if let Some(dir) = &scratch {
+                remove_scratch(dir);
+            }
+            return Err(e);
+        }
+    };
 
     Ok(Plan {
         profile: profile.name.clone(),
@@ -217,9 +292,11 @@ pub fn build(
         env: built.vars.into_iter().collect(),
         env_removed: built.removed,
         repo: ws.repo.clone(),
-        repo_mode: fs.repo,
+        repo_mode,
         cwd: ws.cwd.clone(),
         ids,
+        namespaces,
+        scratch,
         home,
         hostname: profile.process.hostname.clone(),
         net,
@@ -234,6 +311,53 @@ pub fn build(
         supervisor_pid: std::process::id() as i32,
         degraded,
     })
+}
+
+/// The private dir of a run without namespaces: `DIR/home` and `DIR/tmp` in a fresh 0700
+/// directory under `$TMPDIR` (or /tmp), owned by the workload's user.
+fn make_scratch(ids: Ids) -> Result<PathBuf, String> {
+    let template = std::env::temp_dir().join("sandbox-run-XXXXXX");
+    let dir = nix::unistd::mkdtemp(&template)
+        .map_err(|e| format!("scratch dir {}: {}", template.display(), e.desc()))?;
+    let made = (|| {
+        for sub in ["home", "tmp"] {
+            std::fs::create_dir(dir.join(sub))?;
+        }
+        if nix::unistd::geteuid().as_raw() != ids.uid {
+            let (u, g) = (Some(ids.uid), Some(ids.gid));
+            for p in [dir.clone(), dir.join("home"), dir.join("tmp")] {
+                std::os::unix::fs::lchown(&p, u, g)?;
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })();
+    match made {
+        Ok(()) => Ok(dir),
+        Err(e) => {
+            remove_scratch(&dir);
+            Err(format!("scratch dir {}: {e}", dir.display()))
+        }
+    }
+}
+
+/// Remove a run's scratch dir and everything the command left in it, even directories it made
+/// unreadable (their modes are restored first); symlinks are removed, never followed.
+pub fn remove_scratch(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    fn open_up(d: &Path) {
+        let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700));
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path());
+            }
+        }
+    }
+    if std::fs::remove_dir_all(dir).is_err() {
+        open_up(dir);
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::warn!("scratch dir {}: {e}", dir.display());
+        }
+    }
 }
 
 /// Who the workload runs as: the caller; or, when the caller is root, the profile's uid/gid,

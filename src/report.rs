@@ -283,11 +283,14 @@ pub fn ran(
 
 /// What was in force for a run, from the plan and what the sandbox reported back.
 pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sandbox {
-    let mut namespaces = vec!["user", "mount", "pid", "ipc", "uts"];
-    if plan.net == crate::profile::NetMode::None {
-        namespaces.push("net");
+    let mut namespaces = Vec::new();
+    if plan.namespaces {
+        namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
+        if plan.net == crate::profile::NetMode::None {
+            namespaces.push("net");
+        }
+        namespaces.push("cgroup");
     }
-    namespaces.push("cgroup");
     let (abi, landlock) = match f.landlock {
         Some((abi, 2)) => (Some(abi), "fully_enforced"),
         Some((abi, _)) => (Some(abi), "partially_enforced"),

@@ -270,8 +270,10 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         exited = ready[0];
     }
     let _ = child.wait();
-    // Reap whatever was reparented to us (an orphaned pid 1, after a SIGKILL of stage 2).
-    while nix::sys::wait::waitpid(None::<nix::unistd::Pid>, None).is_ok() {}
+    // Kill and reap whatever was reparented to us: an orphaned pid 1 after a SIGKILL of stage
+    // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
+    // what the workload left behind when its reaper died.
+    crate::launcher::init::kill_children();
     if let Some(leaf) = leaf {
         // Nothing may outlive the run, whatever escaped the pid namespace's teardown.
         let _ = leaf.kill();
@@ -376,7 +378,7 @@ pub fn exit_code(f: &Finished) -> i32 {
 pub fn failure_line(e: &StepError, plan: &Plan) -> String {
     let hint = match (e.step, e.errno) {
         (Step::UnshareUser, libc::EPERM | libc::ENOSPC | libc::EACCES) => {
-            " (user namespaces are not available to this user: check 'sysctl user.max_user_namespaces' (must be > 0), 'kernel.unprivileged_userns_clone=1' on Debian-patched kernels, and 'kernel.apparmor_restrict_unprivileged_userns=0' on Ubuntu 23.10+; inside a container, allow unshare in its seccomp/AppArmor profile)"
+            crate::layers::ns::FIX
         }
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",
         (Step::MountOverlay, _) => " (overlayfs in a user namespace needs Linux 5.11+; use repo = \"ro\" or \"rw\")",

@@ -2,6 +2,11 @@
 //! forwards signals to every process of the sandbox, and reports the workload's status.
 //! When the workload ends, whatever it left behind is killed: nothing outlives the run.
 //!
+//! In a run without namespaces (best-effort, degraded) the same process is a child
+//! subreaper instead of pid 1: orphans of the workload's tree are reparented to it, signals go
+//! to its children and the workload's process group, and at the end it kills its children
+//! one by one until none is left ([`kill_children`]); `kill(-1)` would reach the whole host.
+//!
 //! Also the waiting half of stage 2, which relays signals to pid 1.
 
 use super::channel::{self, Record};
@@ -106,7 +111,15 @@ pub fn run(
     if alive.parent_gone() {
         return Ok(125);
     }
-    mounts::build_root(&plan.mounts, &plan.cwd)?;
+    if plan.namespaces {
+        mounts::build_root(&plan.mounts, &plan.cwd)?;
+    } else {
+        // SAFETY: prctl with integer arguments, affecting only this process.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            return Err(StepError::last(Step::Fork));
+        }
+        nix::unistd::chdir(&plan.cwd).map_err(|e| StepError::new(Step::Chdir, e as i32))?;
+    }
     channel::mark(channel::Phase::Mounts);
     // SAFETY: pid 1 is single-threaded.
     let workload =
@@ -129,18 +142,32 @@ pub fn run(
             Ok(Signal::SIGCHLD) => {
                 if let Some(status) = reap(workload) {
                     // The workload is done: nothing it started may outlive it.
-                    // SAFETY: kill(-1) from pid 1 signals every other process of the namespace.
-                    unsafe { libc::kill(-1, libc::SIGKILL) };
-                    while waitpid(None, None).is_ok() {}
+                    if plan.namespaces {
+                        // SAFETY: kill(-1) from pid 1 signals every other process of the
+                        // namespace.
+                        unsafe { libc::kill(-1, libc::SIGKILL) };
+                        while waitpid(None, None).is_ok() {}
+                    } else {
+                        kill_children();
+                    }
                     channel::send(Record::Exited(status));
                     return Ok(0);
                 }
             }
             // Relay to every process of the sandbox, the way a terminal signals a whole job.
             // SAFETY: kill(-1) from pid 1 reaches every other process of the namespace.
-            Ok(sig) => unsafe {
+            Ok(sig) if plan.namespaces => unsafe {
                 libc::kill(-1, sig as i32);
             },
+            Ok(sig) => {
+                // SAFETY: signals to the workload's process group (it called setsid) and to
+                // our own children, which cannot be reaped (and their pids reused) meanwhile.
+                unsafe { libc::kill(-workload.as_raw(), sig as i32) };
+                for child in children() {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(child, sig as i32) };
+                }
+            }
             Err(_) => {}
         }
     }
@@ -158,6 +185,38 @@ fn reap(workload: Pid) -> Option<i32> {
         }
         if pid == workload.as_raw() {
             found = Some(status);
+        }
+    }
+}
+
+/// Our children (zombies included), from `/proc/self/task/TID/children`.
+fn children() -> Vec<libc::pid_t> {
+    let tid = nix::unistd::gettid();
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// SIGKILL every child and reap it, until none is left. Called by a child subreaper (the
+/// supervisor, and the reaper of a run without namespaces): the orphans of a killed child are
+/// reparented to us before we can reap it, so the next round finds them, and the loop ends
+/// with the whole tree gone, double-forked daemons included.
+pub fn kill_children() {
+    loop {
+        let kids = children();
+        if kids.is_empty() {
+            // Nothing left, unless /proc is unreadable: then wait for whatever remains.
+            while waitpid(None, None).is_ok() {}
+            return;
+        }
+        for &k in &kids {
+            // SAFETY: our own child, not yet reaped: its pid cannot have been reused.
+            unsafe { libc::kill(k, libc::SIGKILL) };
+        }
+        for k in kids {
+            let _ = waitpid(Pid::from_raw(k), None);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! ```text
 //! stage 2 (fresh exec, single-threaded)   user -> namespaces -> fork
 //!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
+//!                                          (without namespaces: subreaper, chdir)
 //!     workload                             setsid -> rlimits -> caps -> no_new_privs
 //!                                          -> landlock -> close fds -> signals -> seccomp -> execve
 //! ```
@@ -81,7 +82,9 @@ fn run() -> Result<i32, StepError> {
     mark(Phase::SeccompCompiled);
 
     ns::become_user(plan.ids)?;
-    ns::enter(plan.net == crate::profile::NetMode::None, &plan.hostname)?;
+    if plan.namespaces {
+        ns::enter(plan.net == crate::profile::NetMode::None, &plan.hostname)?;
+    }
     // After the credential changes above, which clear the parent-death signal.
     die_with_parent(plan.supervisor_pid)?;
     mark(Phase::Namespaces);

@@ -155,6 +155,7 @@ pub struct Inputs<'a> {
     pub path: &'a str,
     /// Set by the sandbox itself.
     pub home: &'a str,
+    pub tmp: &'a str,
     pub user: &'a str,
 }
 
@@ -198,7 +199,7 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
     }
     vars.insert("PATH".into(), i.path.to_string());
     vars.insert("HOME".into(), i.home.to_string());
-    vars.insert("TMPDIR".into(), "/tmp".into());
+    vars.insert("TMPDIR".into(), i.tmp.to_string());
     vars.insert("USER".into(), i.user.to_string());
     vars.insert("LOGNAME".into(), i.user.to_string());
     removed.sort();
@@ -252,6 +253,7 @@ mod tests {
             explicit,
             path: "/usr/bin:/bin",
             home: "/home/u",
+            tmp: "/tmp",
             user: "u",
         }
     }

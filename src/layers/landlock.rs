@@ -13,7 +13,7 @@ use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What the workload may touch, by path inside the new root.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -104,6 +104,45 @@ fn step(e: impl std::error::Error + 'static, s: Step) -> StepError {
     StepError::new(s, libc::EINVAL)
 }
 
+/// `path` opened with O_PATH, unless it is missing or a symlink.
+fn open_nofollow(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    (!f.metadata().ok()?.file_type().is_symlink()).then_some(f)
+}
+
+/// `root` minus `protected`, as landlock rules. Landlock only grants, and a right granted on a
+/// directory holds for everything beneath it, so a protected path is carved out by granting
+/// read-write on each sibling along the way to it instead of on their common parent; the
+/// parents on the way, and the protected paths, get read-only (`ro`). Symlinks get no rule
+/// of their own (they resolve to somewhere else, which rules elsewhere decide).
+pub fn carve(root: &Path, protected: &[PathBuf], rw: &mut Vec<PathBuf>, ro: &mut Vec<PathBuf>) {
+    if !protected.iter().any(|p| p.starts_with(root)) {
+        rw.push(root.to_path_buf());
+        return;
+    }
+    ro.push(root.to_path_buf());
+    if protected.iter().any(|p| p == root) {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let mut children: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
+        .map(|e| e.path())
+        .collect();
+    children.sort();
+    for c in children {
+        carve(&c, protected, rw, ro);
+    }
+}
+
 /// Restrict the calling process. `min_abi` is the profile's minimum; below it, or without
 /// landlock at all, this fails with ENOSYS/EOPNOTSUPP so a required layer fails closed (the
 /// caller decides whether "not available" is fatal before calling).
@@ -157,17 +196,22 @@ pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
     ];
     for (paths, access) in groups {
         for p in paths {
-            // A path that does not exist in the new root was skipped by the mounts too.
-            let Ok(fd) = PathFd::new(p) else { continue };
             // Directories-only rights on a file are an error: trim them to what a file can have.
             let access = if p.is_dir() {
                 access
             } else {
                 access & AccessFs::from_file(abi)
             };
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(|e| step(e, Step::LandlockRule))?;
+            let rule = if access == fs_all {
+                // Full rights never follow a symlink: a link swapped in would grant its target.
+                let Some(fd) = open_nofollow(p) else { continue };
+                created.add_rule(PathBeneath::new(fd, access))
+            } else {
+                // A path that does not exist in the new root was skipped by the mounts too.
+                let Ok(fd) = PathFd::new(p) else { continue };
+                created.add_rule(PathBeneath::new(fd, access))
+            };
+            created = rule.map_err(|e| step(e, Step::LandlockRule))?;
         }
     }
     if kabi >= 4 {
@@ -198,4 +242,37 @@ pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
         status: status.to_string(),
         missing: missing_at(kabi, spec),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carve_grants_everything_but_the_protected_paths_and_their_parents() {
+        let root = std::env::temp_dir().join(format!("sandbox-run-carve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for d in [".git/hooks", ".git/objects", "src"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join(".git/config"), "").unwrap();
+        std::fs::write(root.join("package.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let protected = [root.join(".git/hooks"), root.join(".git/config")];
+        let (mut rw, mut ro) = (Vec::new(), Vec::new());
+        carve(&root, &protected, &mut rw, &mut ro);
+        let rel = |v: &[PathBuf]| -> Vec<String> {
+            v.iter()
+                .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(rel(&rw), [".git/objects", "package.json", "src"]);
+        assert_eq!(rel(&ro), ["", ".git", ".git/config", ".git/hooks"]);
+
+        // Nothing protected under it: the whole tree, one rule.
+        let (mut rw, mut ro) = (Vec::new(), Vec::new());
+        carve(&root, &[PathBuf::from("/elsewhere")], &mut rw, &mut ro);
+        assert_eq!((rw, ro), (vec![root.clone()], vec![]));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -9,6 +9,9 @@
 use crate::layers::{Step, StepError};
 use nix::sched::{unshare, CloneFlags};
 
+/// What to check when user namespaces are not available: one text for every message.
+pub const FIX: &str = " (user namespaces are not available to this user: check 'sysctl user.max_user_namespaces' (must be > 0), 'kernel.unprivileged_userns_clone=1' on Debian-patched kernels, and 'kernel.apparmor_restrict_unprivileged_userns=0' on Ubuntu 23.10+; inside a container, allow unshare in its seccomp/AppArmor profile)";
+
 /// Which ids the workload has on the host (and, identically mapped, inside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ids {
@@ -39,20 +42,39 @@ pub fn become_user(ids: Ids) -> Result<(), StepError> {
     Ok(())
 }
 
-/// Create every namespace, map our own ids, and set the hostname and loopback up.
-pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
+/// Can `ids` create a user namespace and map themselves, as stage 2 would? Asked only for
+/// profiles that mark namespaces best-effort, and answered by trying, in a forked child that
+/// first becomes `ids` like stage 2: whatever decided (the sysctls, AppArmor's userns
+/// restriction, a container's seccomp profile), the attempt is the authority. The errno when
+/// they cannot.
+pub fn available(ids: Ids) -> Result<(), i32> {
+    // SAFETY: the supervisor has started no threads, so the child may run ordinary code; it
+    // leaves with _exit and never returns into the parent's stack.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            let errno = match become_user(ids).and_then(|()| map_self(CloneFlags::empty())) {
+                Ok(()) => 0,
+                Err(e) => e.errno.clamp(1, 255),
+            };
+            // SAFETY: end the child without running the parent's destructors.
+            unsafe { libc::_exit(errno) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => match nix::sys::wait::waitpid(child, None)
+        {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+            Ok(nix::sys::wait::WaitStatus::Exited(_, e)) => Err(e),
+            _ => Err(libc::ECHILD),
+        },
+        Err(e) => Err(e as i32),
+    }
+}
+
+/// Create a user namespace (with `others` owned by it) and map our own ids in it.
+fn map_self(others: CloneFlags) -> Result<(), StepError> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
-    let mut flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
-    if net {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    unshare(flags).map_err(|e| StepError::new(Step::UnshareUser, e as i32))?;
+    unshare(CloneFlags::CLONE_NEWUSER | others)
+        .map_err(|e| StepError::new(Step::UnshareUser, e as i32))?;
     write_proc("/proc/self/setgroups", "deny", Step::Setgroups)?;
     write_proc(
         "/proc/self/uid_map",
@@ -63,7 +85,20 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
         "/proc/self/gid_map",
         &format!("{gid} {gid} 1\n"),
         Step::GidMap,
-    )?;
+    )
+}
+
+/// Create every namespace, map our own ids, and set the hostname and loopback up.
+pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    if net {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    map_self(flags)?;
     // Nothing we mount may propagate back to the host.
     nix::mount::mount(
         None::<&str>,

@@ -349,6 +349,8 @@ pub struct Spec {
     pub env_keep: Option<Vec<String>>,
     /// Leave the probe out (for profiles that run real programs only).
     pub no_probe: bool,
+    /// More `[layers]` keys (`namespaces = "best-effort"`).
+    pub layers: Vec<(String, String)>,
 }
 
 impl Default for Spec {
@@ -364,6 +366,7 @@ impl Default for Spec {
             extra_rw: Vec::new(),
             env_keep: None,
             no_probe: false,
+            layers: Vec::new(),
         }
     }
 }
@@ -409,6 +412,10 @@ impl Spec {
     }
     pub fn no_probe(mut self) -> Spec {
         self.no_probe = true;
+        self
+    }
+    pub fn layer(mut self, key: &str, value: &str) -> Spec {
+        self.layers.push((key.into(), value.into()));
         self
     }
 
@@ -473,6 +480,9 @@ impl Spec {
         }
         let mut layers = toml::Table::new();
         layers.insert("cgroup".into(), s("best-effort"));
+        for (k, v) in &self.layers {
+            layers.insert(k.clone(), s(v));
+        }
         top.insert("layers".into(), Value::Table(layers));
         toml::to_string(&top).unwrap()
     }
