@@ -77,6 +77,9 @@ pub struct Filesystem {
     pub landlock_abi: Option<u8>,
     /// `fully_enforced`, `partially_enforced`, `not_enforced`.
     pub landlock: &'static str,
+    /// What the profile asked of landlock that the kernel's ABI cannot do (`tcp` below ABI 4,
+    /// `signal and abstract unix socket scoping` below 6...): enforced partially, and why.
+    pub landlock_missing: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -302,6 +305,10 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
             repo: plan.repo_mode,
             landlock_abi: abi,
             landlock,
+            landlock_missing: match (abi, &plan.landlock) {
+                (Some(abi), Some(spec)) => crate::layers::landlock::missing_at(abi, spec),
+                _ => Vec::new(),
+            },
         },
         cgroup,
         seccomp: Seccomp {

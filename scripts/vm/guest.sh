@@ -168,9 +168,10 @@ as() {
         HOME="$home" USER="$user" LOGNAME="$user" SHELL=/bin/sh LANG=C.UTF-8 TERM=dumb \
         XDG_RUNTIME_DIR="$([ "$who" = root ] && echo /run/user/0 || echo "/run/user/$TUID")" \
         SANDBOX_RUN_TEST_TMP="$FIXTURES/$who" SANDBOX_RUN_TEST_REQUIRE="$REQUIRE" \
+        SANDBOX_RUN_TEST_SLOWDOWN=10 \
         SANDBOX_RUN_VM_VARIANT="$VARIANT" SANDBOX_RUN_VM_RUN="$who" \
         SANDBOX_RUN_VM_SMOKE_BIN="$SANDBOX_BIN" SANDBOX_RUN_VM_SMOKE_PROBE="$PROBE" \
-        SANDBOX_RUN_VM_REPO="$REPO" \
+        SANDBOX_RUN_VM_REPO="$REPO" SANDBOX_RUN_VM_USER="$TUID:$TGID" \
         CARGO_MANIFEST_DIR="$REPO" RUST_BACKTRACE=0 \
         "$@"
 }

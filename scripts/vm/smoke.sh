@@ -118,16 +118,26 @@ x32)
 nouserns)
     # The sysctl is in force, for root too.
     check userns-off-unconfined 1 '^unshare-user: denied errno=28' "$PROBE" unshare-user
-    if [ "$WHO" = user ]; then
-        # validate requires namespaces: refuse (125) with a line that names user namespaces
-        check validate-refuses 125 'user namespace' sh -c 'cd "$1" && shift && exec "$@"' sh "$D/hello" \
-            "$BIN" --profile validate --repo "$D/hello" -- node --version
-        check probe-profile-refuses 125 'user namespace' run --profile "$P" --repo "$D/repo" -- "$PROBE" pid
-        # namespaces best-effort: runs under landlock + seccomp + rlimits, reports the degradation
-        PB=$(profile best-effort 'namespaces = "best-effort"')
+    # validate requires namespaces: refuse (125) with a line that names user namespaces
+    check validate-refuses 125 'user namespace' sh -c 'cd "$1" && shift && exec "$@"' sh "$D/hello" \
+        "$BIN" --profile validate --repo "$D/hello" -- node --version
+    check probe-profile-refuses 125 'user namespace' run --profile "$P" --repo "$D/repo" -- "$PROBE" pid
+    # namespaces (and so the new root) best-effort: runs in the host's namespaces under landlock
+    # + seccomp + rlimits + the cgroup, and reports the degradation
+    PB=$(profile best-effort 'namespaces = "best-effort"' 'filesystem = "best-effort"')
+    if [ "$WHO" = root ]; then
+        # ...but never as the host's root: a root-owned repo is refused...
+        check best-effort-refuses-root 125 'root on the host' run --profile "$PB" --repo "$D/repo" -- "$PROBE" pid
+        # ...and a repo of an unprivileged user runs as that user
+        cp -r "$D/repo" "$D/urepo" && chown -R "${SANDBOX_RUN_VM_USER:?}" "$D/urepo"
+        check best-effort-runs-as-owner 0 "^whoami: ok uid=${SANDBOX_RUN_VM_USER%%:*} " \
+            run --profile "$PB" --repo "$D/urepo" --report "$D/be.json" -- "$PROBE" whoami
+    else
         check best-effort-runs 0 '^pid: ok' run --profile "$PB" --repo "$D/repo" --report "$D/be.json" -- "$PROBE" pid
-        report_has best-effort-reports-degraded "$D/be.json" '.sandbox.degraded | index("namespaces") != null'
     fi
+    report_has best-effort-reports-degraded "$D/be.json" '.sandbox.degraded | index("namespaces") != null'
+    report_has best-effort-reports-no-namespaces "$D/be.json" '.sandbox.namespaces == []'
+    report_has best-effort-landlock-enforced "$D/be.json" '.sandbox.filesystem.landlock != "not_enforced"'
     ;;
 nolandlock)
     if grep -q landlock /sys/kernel/security/lsm 2>/dev/null; then

@@ -43,3 +43,16 @@ pub fn probe_profile(dir: &Path, base: &str, gate_extra: &str, extra: &str) -> P
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// `secs` seconds, stretched by the factor in `SANDBOX_RUN_TEST_SLOWDOWN` (default 1;
+/// scripts/vm-test sets it under TCG emulation, where a sandbox takes about 1 s to start
+/// instead of 30 ms). Only for the slack of an upper bound on how long something may take,
+/// never for what a test asserts happened.
+pub fn slack(secs: f64) -> std::time::Duration {
+    let factor = std::env::var("SANDBOX_RUN_TEST_SLOWDOWN")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|f| f.is_finite() && *f >= 1.0)
+        .unwrap_or(1.0);
+    std::time::Duration::from_secs_f64(secs * factor)
+}
