@@ -29,6 +29,10 @@ impl Fail {
 pub fn run(cli: Cli) -> Result<i32, Fail> {
     if !matches!(cli.command, Command::Run(_) | Command::Validate(_)) {
         crate::supervisor::unblock_relayed();
+        // These only print: a closed pipe (`sandbox-run doctor --json | head`) ends them
+        // quietly, as it ends any filter, instead of panicking in println!.
+        // SAFETY: restoring the default disposition of one signal.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     match cli.command {
         Command::Run(args) => run_command(args),
@@ -436,8 +440,9 @@ fn command_text(t: &Target) -> String {
 fn write_report(dest: &str, r: &report::Report) -> Result<(), Fail> {
     let json = serde_json::to_string_pretty(r).map_err(|e| Fail::usage(format!("report: {e}")))?;
     if dest == "-" {
-        println!("{json}");
-        return Ok(());
+        use std::io::Write;
+        return writeln!(std::io::stdout(), "{json}")
+            .map_err(|e| Fail::usage(format!("report -: {e}")));
     }
     std::fs::write(dest, json + "\n").map_err(|e| Fail::usage(format!("report {dest}: {e}")))
 }

@@ -475,3 +475,26 @@ fn doctor_reports_every_check_and_the_readme_table_is_current() {
         .expect("README marker");
     assert_eq!(&readme[start..end], table, "README's host requirements are stale: regenerate with `sandbox-run doctor --requirements-md`");
 }
+
+/// Printing into a pipe whose reader has gone (`sandbox-run profiles show validate | head -1`)
+/// ends the command quietly, like any filter: no panic, no backtrace.
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["profiles", "show", "validate"][..],
+        &["doctor", "--requirements-md"][..],
+    ] {
+        let (r, w) = std::io::pipe().unwrap();
+        drop(r);
+        let o = Command::new(BIN)
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .stdout(w)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{args:?}: {e}");
+    }
+}
