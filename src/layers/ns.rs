@@ -39,7 +39,8 @@ pub fn become_user(ids: Ids) -> Result<(), StepError> {
     Ok(())
 }
 
-/// Create every namespace, map our own ids, and set the hostname and loopback up.
+/// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
+/// map our own ids, and set the hostname and loopback up.
 pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
@@ -47,8 +48,7 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
         | CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
+        | CloneFlags::CLONE_NEWUTS;
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -78,6 +78,13 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
         loopback_up()?;
     }
     Ok(())
+}
+
+/// The cgroup namespace, rooted at the cgroup stage 2 is in now: call it only once the
+/// supervisor has moved stage 2 into its leaf, so the sandbox sees the leaf as `/`. Needs the
+/// user namespace of [`enter`] (CAP_SYS_ADMIN there), which then owns it.
+pub fn enter_cgroup() -> Result<(), StepError> {
+    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| StepError::new(Step::Unshare, e as i32))
 }
 
 fn write_proc(path: &str, text: &str, step: Step) -> Result<(), StepError> {
