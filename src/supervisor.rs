@@ -170,7 +170,7 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let mut child = spawn_stage2(rec_w, piped)?;
     let mut stdin = child.stdin.take();
     // The plan first: stage 2 compiles seccomp and creates its namespaces while we move it into
-    // the leaf (on cgroup v1 the first move can wait for an RCU grace period, 10-15 ms here).
+    // the leaf (the first move of a process can wait for an RCU grace period, 10-15 ms here).
     // It waits for the JOINED byte before it unshares its cgroup namespace (so the leaf is
     // that namespace's root) or forks anything. A failed write shows up as stage 2's own
     // error record.
@@ -179,7 +179,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             .write_all(&(json.len() as u64).to_le_bytes())
             .and_then(|()| stdin.write_all(&json));
     }
-    if let Some(leaf) = leaf {
+    // cgroup v1: stage 2 moves itself (plan.cgroup_join), which is much cheaper there.
+    if let Some(leaf) = leaf.filter(|_| plan.cgroup_join.is_empty()) {
         if let Err(e) = leaf.add(child.id() as i32) {
             let _ = child.kill();
             let _ = child.wait();

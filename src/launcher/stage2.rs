@@ -64,6 +64,8 @@ pub fn main() -> ! {
 fn run() -> Result<i32, StepError> {
     let mut input = std::io::stdin().lock();
     let plan = read_plan(&mut input)?;
+    // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
+    crate::layers::cgroup::join_self(&plan.cgroup_join)?;
     mark(Phase::Stage2);
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
@@ -81,8 +83,8 @@ fn run() -> Result<i32, StepError> {
     // After the credential changes above, which clear the parent-death signal.
     die_with_parent(plan.supervisor_pid)?;
     mark(Phase::Namespaces);
-    // Meanwhile the supervisor has been moving us into the cgroup leaf (on cgroup v1 the first
-    // move can wait an RCU grace period). Nothing runs workload code or forks before it is done.
+    // cgroup v2: meanwhile the supervisor has been moving us into the leaf (the first move can
+    // wait for an RCU grace period). Nothing runs workload code or forks before it is done.
     wait_joined(&mut input)?;
     drop(input);
     ns::enter_cgroup()?;
