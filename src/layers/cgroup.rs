@@ -892,7 +892,7 @@ impl Host {
 }
 
 /// Child side (stage 2, cgroup v1, as root, single-threaded, first thing after reading its
-/// plan): move the calling process into the leaf by writing `0` into each `tasks` file of
+/// plan, before it changes user): move the calling process into the leaf by writing `0` into each `tasks` file of
 /// [`Leaf::self_join_files`].
 ///
 /// Why not the supervisor writing stage 2's pid into `cgroup.procs`, as on v2: any write of a
@@ -1243,13 +1243,14 @@ impl Leaf {
         Ok(())
     }
 
-    /// cgroup v1: the leaf's `tasks` file in every hierarchy (memory first), for
-    /// [`join_self`] in stage 2. v2: empty (threads cannot move alone between v2 domains; the
-    /// supervisor moves stage 2 with [`Leaf::add`]).
+    /// cgroup v1 as root: the leaf's `tasks` file in every hierarchy (memory first), for
+    /// [`join_self`] in stage 2. Otherwise empty, and the supervisor moves stage 2 with
+    /// [`Leaf::add`]: v2 moves no single thread between domains, and a v1 subtree delegated to
+    /// a user (its directories and `cgroup.procs` chowned) may leave `tasks` root's.
     pub fn self_join_files(&self) -> Vec<PathBuf> {
         match self.version {
-            Version::V1 => self.dirs.iter().map(|d| d.dir.join("tasks")).collect(),
-            Version::V2 => Vec::new(),
+            Version::V1 if euid() == 0 => self.dirs.iter().map(|d| d.dir.join("tasks")).collect(),
+            _ => Vec::new(),
         }
     }
 
