@@ -246,6 +246,9 @@ impl Runner<'_> {
                 }
             },
         };
+        if let Some(leaf) = &leaf {
+            plan.cgroup_join = leaf.self_join_files();
+        }
         let cgrouped = t0.elapsed() - planned;
         for d in &plan.degraded {
             tracing::warn!(

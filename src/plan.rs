@@ -46,6 +46,10 @@ pub struct Plan {
     pub supervisor_pid: i32,
     /// Layers that are best-effort and missing on this host.
     pub degraded: Vec<String>,
+    /// cgroup v1: the leaf's `tasks` files, into which stage 2 moves itself first thing
+    /// ([`crate::layers::cgroup::join_self`]). Empty otherwise (v2: the supervisor moves it).
+    #[serde(default)]
+    pub cgroup_join: Vec<PathBuf>,
 }
 
 /// What the `run` command line adds to the profile.
@@ -310,6 +314,7 @@ pub fn build(
         },
         supervisor_pid: std::process::id() as i32,
         degraded,
+        cgroup_join: Vec::new(),
     })
 }
 

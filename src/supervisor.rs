@@ -168,18 +168,27 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let spawn_micros = channel::now_micros();
     let spawned = Instant::now();
     let mut child = spawn_stage2(rec_w, piped)?;
-    // Stage 2 waits for the plan on stdin: it joins the cgroup before it can run anything, and
-    // before it unshares its cgroup namespace (so the leaf is that namespace's root).
-    if let Some(leaf) = leaf {
+    let mut stdin = child.stdin.take();
+    // The plan first: stage 2 compiles seccomp and creates its namespaces while we move it into
+    // the leaf (the first move of a process can wait for an RCU grace period, 10-15 ms here).
+    // It waits for the JOINED byte before it unshares its cgroup namespace (so the leaf is
+    // that namespace's root) or forks anything. A failed write shows up as stage 2's own
+    // error record.
+    if let Some(stdin) = stdin.as_mut() {
+        let _ = stdin
+            .write_all(&(json.len() as u64).to_le_bytes())
+            .and_then(|()| stdin.write_all(&json));
+    }
+    // cgroup v1: stage 2 moves itself (plan.cgroup_join), which is much cheaper there.
+    if let Some(leaf) = leaf.filter(|_| plan.cgroup_join.is_empty()) {
         if let Err(e) = leaf.add(child.id() as i32) {
             let _ = child.kill();
             let _ = child.wait();
             return Err(e.to_string());
         }
     }
-    if let Some(mut stdin) = child.stdin.take() {
-        // A failure here shows up as stage 2's own error record.
-        let _ = stdin.write_all(&json);
+    if let Some(mut stdin) = stdin {
+        let _ = stdin.write_all(&[crate::launcher::JOINED]);
     }
     let pid = child.id() as i32;
     let pidfd = crate::sys::pidfd_open(pid)
@@ -308,7 +317,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     Ok(f)
 }
 
-/// Stage 2: our own binary again, with the plan on stdin and the record channel on fd 3.
+/// Stage 2: our own binary again, with the plan on stdin (see [`crate::launcher`]) and the
+/// record channel on fd 3.
 fn spawn_stage2(rec_w: OwnedFd, piped: bool) -> Result<Child, String> {
     let w = rec_w.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");

@@ -177,3 +177,96 @@ fn no_cgroup_directory_is_left_behind() {
     }
     assert!(left.is_empty(), "leaves of dead runs: {left:?}");
 }
+
+#[test]
+fn every_process_of_the_sandbox_is_in_the_leaf_which_is_its_cgroup_root() {
+    if !cgroup_available() {
+        return;
+    }
+    // Inside: the cgroup namespace was created once stage 2 was in the leaf, so the workload
+    // sees the leaf as `/` in every hierarchy (a namespace made before the join would show
+    // `/sandbox-run-...`, and one made outside it the caller's own path).
+    let base = support::scratch("limits-joined");
+    support::probe_profile(&base, "validate", "programs = [\"cat\"]", "");
+    let o = Command::new(BIN)
+        .arg("-q")
+        .arg("--profile")
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .args(["--", "cat", "/proc/self/cgroup"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for c in ["memory", "pids", "cpu"] {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.split(':')
+                    .nth(1)
+                    .is_some_and(|cs| cs.split(',').any(|x| x == c))
+            })
+            .or_else(|| text.lines().find(|l| l.starts_with("0::")))
+            .unwrap_or_else(|| panic!("no {c} line in {text}"));
+        assert!(line.ends_with(":/"), "{c}: {line:?} in {text}");
+    }
+
+    // Outside: while the workload sleeps, stage 2, pid 1 and the workload are all in the leaf
+    // of every hierarchy.
+    let host = sandbox_run::layers::cgroup::Host::detect().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("-q")
+        .arg("--profile")
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .arg("--")
+        .arg(probe())
+        .args(["sleep", "2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let name = format!("{}{}-", host.leaf_prefix(), child.id());
+    let leaves = |parent: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(parent)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&name))
+            .map(|e| e.path())
+            .collect()
+    };
+    let procs = |leaf: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_to_string(leaf.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = Vec::new();
+    while std::time::Instant::now() < until {
+        seen = host
+            .leaf_parents()
+            .into_iter()
+            .map(|p| leaves(p).first().map(|l| procs(l)).unwrap_or_default())
+            .collect();
+        if seen.iter().all(|p| p.len() >= 3) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.wait();
+    assert!(
+        seen.iter().all(|p| p.len() >= 3 && *p == seen[0]),
+        "stage 2, pid 1 and the workload in every hierarchy's leaf: {seen:?}"
+    );
+}

@@ -44,13 +44,16 @@ pub enum Phase {
     Landlock,
     /// The seccomp filters are installed: execve is next.
     Seccomp,
+    /// The supervisor has moved stage 2 into the cgroup leaf (stage 2 prepared meanwhile).
+    CgroupJoined,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 7] = [
+    pub const ALL: [Phase; 8] = [
         Phase::Stage2,
         Phase::SeccompCompiled,
         Phase::Namespaces,
+        Phase::CgroupJoined,
         Phase::Mounts,
         Phase::Process,
         Phase::Landlock,
@@ -65,6 +68,7 @@ impl Phase {
             Phase::Process => "rlimits, caps, no_new_privs",
             Phase::Landlock => "landlock",
             Phase::Seccomp => "seccomp installed",
+            Phase::CgroupJoined => "cgroup joined",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Stage 2: THE function that applies the layers, in order.
 //!
 //! ```text
-//! stage 2 (fresh exec, single-threaded)   user -> namespaces -> fork
+//! stage 2 (fresh exec, single-threaded)   user -> namespaces -> (in the cgroup leaf)
+//!                                          cgroup namespace -> fork
 //!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
 //!     workload                             setsid -> rlimits -> caps -> no_new_privs
@@ -62,14 +63,11 @@ pub fn main() -> ! {
 }
 
 fn run() -> Result<i32, StepError> {
-    let mut text = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut text)
-        .map_err(|_| StepError::new(Step::Exec, libc::EIO))?;
-    let plan: Plan =
-        serde_json::from_slice(&text).map_err(|_| StepError::new(Step::Exec, libc::EINVAL))?;
+    let mut input = std::io::stdin().lock();
+    let plan = read_plan(&mut input)?;
+    // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
+    crate::layers::cgroup::join_self(&plan.cgroup_join)?;
     mark(Phase::Stage2);
-    fds::stdin_null()?;
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
     unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -88,6 +86,15 @@ fn run() -> Result<i32, StepError> {
     // After the credential changes above, which clear the parent-death signal.
     die_with_parent(plan.supervisor_pid)?;
     mark(Phase::Namespaces);
+    // cgroup v2: meanwhile the supervisor has been moving us into the leaf (the first move can
+    // wait for an RCU grace period). Nothing runs workload code or forks before it is done.
+    wait_joined(&mut input)?;
+    drop(input);
+    if plan.namespaces {
+        ns::enter_cgroup()?;
+    }
+    fds::stdin_null()?;
+    mark(Phase::CgroupJoined);
     let forwarded = init::block_signals()?;
     let alive = init::AlivePipe::new()?;
     // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
@@ -104,6 +111,34 @@ fn run() -> Result<i32, StepError> {
             std::process::exit(code)
         }
         nix::unistd::ForkResult::Parent { child } => Ok(init::wait_forwarding(child, &forwarded)),
+    }
+}
+
+/// The plan from stdin: its length (u64, little-endian), then its JSON.
+fn read_plan(input: &mut impl Read) -> Result<Plan, StepError> {
+    let io = |e: std::io::Error| StepError::new(Step::Exec, e.raw_os_error().unwrap_or(libc::EIO));
+    let mut len = [0u8; 8];
+    input.read_exact(&mut len).map_err(io)?;
+    let len = u64::from_le_bytes(len);
+    if len > super::PLAN_MAX {
+        return Err(StepError::new(Step::Exec, libc::E2BIG));
+    }
+    let mut text = vec![0u8; len as usize];
+    input.read_exact(&mut text).map_err(io)?;
+    serde_json::from_slice(&text).map_err(|_| StepError::new(Step::Exec, libc::EINVAL))
+}
+
+/// Block until the supervisor says stage 2 is in its cgroup leaf. End of file instead means it
+/// could not move us (it kills us then): never go on outside the leaf.
+fn wait_joined(input: &mut impl Read) -> Result<(), StepError> {
+    let mut b = [0u8; 1];
+    match input.read_exact(&mut b) {
+        Ok(()) if b[0] == super::JOINED => Ok(()),
+        Ok(()) => Err(StepError::new(Step::Cgroup, libc::EPROTO)),
+        Err(e) => Err(StepError::new(
+            Step::Cgroup,
+            e.raw_os_error().unwrap_or(libc::EPIPE),
+        )),
     }
 }
 

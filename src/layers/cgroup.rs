@@ -891,6 +891,30 @@ impl Host {
     }
 }
 
+/// Child side (stage 2, cgroup v1, as root, single-threaded, first thing after reading its
+/// plan, before it changes user): move the calling process into the leaf by writing `0` into each `tasks` file of
+/// [`Leaf::self_join_files`].
+///
+/// Why not the supervisor writing stage 2's pid into `cgroup.procs`, as on v2: any write of a
+/// pid, or of `0` to `cgroup.procs`, takes the global `cgroup_threadgroup_rwsem` for writing,
+/// and the first such write after a quiet spell waits for an RCU grace period (10-15 ms per
+/// run on this 2-core VM, the largest single cost of a run). The kernel skips that lock for a
+/// thread moving itself through `tasks` (`0`: "the current thread, which cannot exit or exec
+/// under us"), and for a single-threaded process moving its only thread moves the process.
+pub fn join_self(tasks: &[PathBuf]) -> Result<(), crate::layers::StepError> {
+    use crate::layers::{Step, StepError};
+    for t in tasks {
+        let fail = |e: io::Error| StepError::new(Step::Cgroup, errno_of(&e));
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(t)
+            .map_err(fail)?;
+        f.write_all(b"0").map_err(fail)?;
+    }
+    Ok(())
+}
+
 /// The pid in a leaf name `<prefix><pid>-<n>`.
 fn leaf_owner(name: &str, prefix: &str) -> Option<i32> {
     let rest = name.strip_prefix(prefix)?;
@@ -1217,6 +1241,17 @@ impl Leaf {
             write_file(&d.dir.join("cgroup.procs"), &pid.to_string(), self.plain)?;
         }
         Ok(())
+    }
+
+    /// cgroup v1 as root: the leaf's `tasks` file in every hierarchy (memory first), for
+    /// [`join_self`] in stage 2. Otherwise empty, and the supervisor moves stage 2 with
+    /// [`Leaf::add`]: v2 moves no single thread between domains, and a v1 subtree delegated to
+    /// a user (its directories and `cgroup.procs` chowned) may leave `tasks` root's.
+    pub fn self_join_files(&self) -> Vec<PathBuf> {
+        match self.version {
+            Version::V1 if euid() == 0 => self.dirs.iter().map(|d| d.dir.join("tasks")).collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The processes in the leaf (v1: in any of its hierarchies), sorted.

@@ -88,13 +88,13 @@ fn map_self(others: CloneFlags) -> Result<(), StepError> {
     )
 }
 
-/// Create every namespace, map our own ids, and set the hostname and loopback up.
+/// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
+/// map our own ids, and set the hostname and loopback up.
 pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
+        | CloneFlags::CLONE_NEWUTS;
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
@@ -113,6 +113,13 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
         loopback_up()?;
     }
     Ok(())
+}
+
+/// The cgroup namespace, rooted at the cgroup stage 2 is in now: call it only once the
+/// supervisor has moved stage 2 into its leaf, so the sandbox sees the leaf as `/`. Needs the
+/// user namespace of [`enter`] (CAP_SYS_ADMIN there), which then owns it.
+pub fn enter_cgroup() -> Result<(), StepError> {
+    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| StepError::new(Step::Unshare, e as i32))
 }
 
 fn write_proc(path: &str, text: &str, step: Step) -> Result<(), StepError> {
