@@ -6,7 +6,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::{probe, schema, BIN};
+use support::{probe, schema, slack, BIN};
 
 /// Can this host give us a cgroup? If not, skip (or fail when the host is known to have one).
 fn cgroup_available() -> bool {
@@ -139,9 +139,16 @@ fn half_a_cpu_gives_half_the_cpu_time() {
     assert_eq!(code, Some(0), "{out}");
     let res = &r["results"][0];
     let cpu = res["cpu_user_ms"].as_u64().unwrap() + res["cpu_system_ms"].as_u64().unwrap();
-    // 4 s of wall time at half a CPU: about 2 s of CPU, within 15 %.
+    // 4 s of wall time at half a CPU: about 2 s of CPU, within 15 %. Under emulation (TCG,
+    // SANDBOX_RUN_TEST_SLOWDOWN) the kernel's accounting overshoots the quota (2.75 s seen);
+    // the bound there still fails without the cap, which would give the 4 s of one full CPU.
+    let upper = if slack(1.0) > std::time::Duration::from_secs(1) {
+        3400
+    } else {
+        2300
+    };
     assert!(
-        (1700..=2300).contains(&cpu),
+        (1700..=upper).contains(&cpu),
         "cpu {cpu} ms for 4 s at 0.5 CPU: {res}"
     );
     assert_eq!(r["sandbox"]["cgroup"]["cpu_max"], "50000 100000");

@@ -55,9 +55,11 @@ fn a_tree_that_ignores_sigterm_and_a_daemon_are_gone_after_timeout_and_grace() {
     // The daemon writes only after this run should long be over.
     let bound = slack(3.0);
     let daemon_secs = (bound.as_secs() + 1).to_string();
+    // Time enough for the parent to fork the daemon and exit (1 s here, 10 s under TCG).
+    let timeout = format!("{}s", slack(1.0).as_secs());
     let started = Instant::now();
     let mut child = sandbox(&base)
-        .args(["--timeout", "1s", "--kill-grace", "1s", "--"])
+        .args(["--timeout", &timeout, "--kill-grace", "1s", "--"])
         .arg(probe())
         .args(["fork-daemon", &daemon_secs])
         .arg(&marker)

@@ -89,6 +89,40 @@ run() { "$BIN" "$@"; }
 check gate-allows 0 '^allowed' run check --profile validate -- node --version
 check gate-denies 126 '^denied by rule node-eval' run check --profile validate -- node -e 1
 
+# ---- doctor, in every variant: what it finds must be what the variant made of the kernel.
+# doctor_has NAME JQ-EXPR: `doctor --json` satisfies the jq expression.
+"$BIN" doctor --json >"$D/doctor.json" 2>"$D/doctor.err"
+doctor_rc=$?
+doctor_has() { report_has "doctor-$1" "$D/doctor.json" "$2"; }
+case $V in
+default | x32) want_doctor=0 ;;
+*) want_doctor=1 ;;
+esac
+if [ "$doctor_rc" = "$want_doctor" ]; then
+    echo "SMOKE check=doctor-exit ok (exit $doctor_rc)"
+else
+    echo "SMOKE check=doctor-exit FAIL: exit $doctor_rc, want $want_doctor: $(head -c 300 "$D/doctor.err")"
+    failures=$((failures + 1))
+fi
+case $V in
+default)
+    doctor_has landlock-abi-2 '.checks[] | select(.key == "landlock") | .ok and (.found | test("^ABI 2 \\(no truncate, no tcp"))'
+    doctor_has all-profiles-full '[.profiles[] | .full] | all'
+    ;;
+x32)
+    doctor_has x32-on '.checks[] | select(.key == "x32") | .found | startswith("enabled")'
+    ;;
+nouserns)
+    doctor_has userns-fails-with-fix '.checks[] | select(.key == "userns") | (.ok | not) and (.fix | test("max_user_namespaces"))'
+    doctor_has validate-cannot-run '.profiles[] | select(.profile == "validate") | (.runs | not)'
+    ;;
+nolandlock)
+    doctor_has landlock-fails '.checks[] | select(.key == "landlock") | (.ok | not) and (.found == "not available")'
+    doctor_has validate-cannot-run '.profiles[] | select(.profile == "validate") | (.runs | not) and (.missing_required | index("landlock") != null)'
+    doctor_has ci-runs-degraded '.profiles[] | select(.profile == "ci") | .runs and (.degraded | index("landlock") != null)'
+    ;;
+esac
+
 if [ -z "$PROBE" ] || [ ! -x "$PROBE" ]; then
     echo "SMOKE check=probe FAIL: the probe was not built"
     exit 1
