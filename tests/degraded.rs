@@ -12,14 +12,13 @@
 //! `$TMPDIR` that are gone afterwards, and leaves no process behind. As root it refuses:
 //! without a user namespace the command would run as the host's root.
 
-mod common;
 #[path = "support/mod.rs"]
 mod support;
 
-use common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::common::*;
 use support::{schema, slack};
 
 /// `c`, run in a user namespace in which no further user namespace can be created. The

@@ -10,6 +10,9 @@ use support::{probe, schema, slack, BIN};
 
 /// Can this host give us a cgroup? If not, skip (or fail when the host is known to have one).
 fn cgroup_available() -> bool {
+    if !support::sandbox_works() {
+        return false;
+    }
     match sandbox_run::layers::cgroup::Host::detect() {
         Ok(_)
             if nix::unistd::geteuid().is_root()

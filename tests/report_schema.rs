@@ -56,6 +56,9 @@ fn run(base: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value) {
 
 #[test]
 fn every_status_validates_against_the_schema() {
+    if !support::sandbox_works() {
+        return;
+    }
     if !Path::new("/usr/bin/node").exists() {
         eprintln!("skip: node not installed");
         return;

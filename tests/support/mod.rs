@@ -3,6 +3,17 @@
 
 pub mod schema;
 
+#[path = "../common/mod.rs"]
+pub mod common;
+
+/// Can a sandbox run on this host at all? False, after a skip line, where the host lacks user
+/// namespaces or landlock (the `nouserns` and `nolandlock` variants of scripts/vm-test); a
+/// failure instead where `SANDBOX_RUN_TEST_REQUIRE` names the missing feature, and for any
+/// other launcher failure. (The shared check of `tests/common`.)
+pub fn sandbox_works() -> bool {
+    common::sandbox_works()
+}
+
 use std::path::{Path, PathBuf};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sandbox-run");
