@@ -108,6 +108,9 @@ fn every_status_validates_against_the_schema() {
 
 #[test]
 fn the_schema_rejects_a_broken_report() {
+    if !support::sandbox_works() {
+        return;
+    }
     // Negative control: if the validator accepted anything, the test above would prove nothing.
     let base = fixture("broken");
     if !Path::new("/usr/bin/node").exists() {
