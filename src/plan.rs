@@ -71,10 +71,6 @@ pub struct Host {
     pub landlock_abi: u8,
     pub seccomp: bool,
     pub env: Vec<(String, String)>,
-    /// Whether the workload's user can create a user namespace, or the errno why not. `None`:
-    /// not known yet; asked (by trying, see [`ns::available`]) only when a profile marks
-    /// namespaces best-effort.
-    pub userns: Option<Result<(), i32>>,
 }
 
 impl Host {
@@ -89,7 +85,6 @@ impl Host {
             env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
-            userns: None,
         }
     }
 
@@ -112,9 +107,10 @@ pub fn build(
 ) -> Result<Plan, String> {
     let mut degraded = Vec::new();
     let ids = run_as(profile, ws, host)?;
+    // Asked (by trying, in a forked child) only when the profile can do without them.
     let namespaces = match profile.layers.namespaces {
         Requirement::Required => true,
-        Requirement::BestEffort => host.userns.unwrap_or_else(|| ns::available(ids)).is_ok(),
+        Requirement::BestEffort => ns::available(ids).is_ok(),
     };
     let (user, mut home) = user_and_home(ids, host);
     let path = crate::app::sandbox_path_from(profile, host.var("PATH"));

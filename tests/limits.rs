@@ -43,16 +43,22 @@ fn fixture(name: &str) -> PathBuf {
     base
 }
 
+/// `sandbox-run -q` with the fixture's profile and repo; the caller adds the rest.
+fn sandbox(base: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("-q")
+        .arg("--profile")
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"));
+    c
+}
+
 /// Run the probe in the sandbox with extra flags; the exit code, the probe's line, the report.
 fn run(base: &Path, flags: &[&str], attack: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let report = base.join("r.json");
     let _ = std::fs::remove_file(&report);
-    let o = Command::new(BIN)
-        .arg("-q")
-        .arg("--profile")
-        .arg(base.join("p.toml"))
-        .arg("--repo")
-        .arg(base.join("repo"))
+    let o = sandbox(base)
         .arg("--report")
         .arg(&report)
         .args(flags)
@@ -198,12 +204,7 @@ fn every_process_of_the_sandbox_is_in_the_leaf_which_is_its_cgroup_root() {
     // `/sandbox-run-...`, and one made outside it the caller's own path).
     let base = support::scratch("limits-joined");
     support::probe_profile(&base, "validate", "programs = [\"cat\"]", "");
-    let o = Command::new(BIN)
-        .arg("-q")
-        .arg("--profile")
-        .arg(base.join("p.toml"))
-        .arg("--repo")
-        .arg(base.join("repo"))
+    let o = sandbox(&base)
         .args(["--", "cat", "/proc/self/cgroup"])
         .output()
         .unwrap();
@@ -230,12 +231,7 @@ fn every_process_of_the_sandbox_is_in_the_leaf_which_is_its_cgroup_root() {
     // Outside: while the workload sleeps, stage 2, pid 1 and the workload are all in the leaf
     // of every hierarchy.
     let host = sandbox_run::layers::cgroup::Host::detect().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("-q")
-        .arg("--profile")
-        .arg(base.join("p.toml"))
-        .arg("--repo")
-        .arg(base.join("repo"))
+    let mut child = sandbox(&base)
         .arg("--")
         .arg(probe())
         .args(["sleep", "2"])
