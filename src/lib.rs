@@ -5,6 +5,7 @@ pub mod app;
 pub mod cli;
 pub mod doctor;
 pub mod gene;
+pub mod hostfs;
 pub mod launcher;
 pub mod layers;
 pub mod plan;

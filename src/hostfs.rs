@@ -1,0 +1,472 @@
+//! Host-side file I/O on paths the sandboxed command may have changed: the repo and everything
+//! under it (a previous run in a writable mode, or a concurrent one, may have left a symlink,
+//! a FIFO or a device node anywhere there), and the report file. Every host-side open of such
+//! a path goes through this module. Its rules (DESIGN.md section 3, "The host boundary"):
+//!
+//! - **No link is followed below the repo root**: [`Dir::open`] and friends use `openat2` with
+//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS` from an fd of the repo, so
+//!   a symlink in any component is an error (`ELOOP`) and `..` cannot leave it (`EXDEV`).
+//! - **Nothing blocks**: files are opened with `O_NONBLOCK` (a FIFO left as `.git` opens at once
+//!   instead of waiting for a writer), and only regular files are read.
+//! - **Reads are bounded** ([`Dir::read_small`]): `/dev/zero` bound as `.git` cannot make the
+//!   supervisor read forever.
+//! - **The report file** ([`create_report`]) is created before the run: links are followed only
+//!   where they live outside the repo (the caller's own path), never inside it, and inside the
+//!   repo it must be a regular file.
+//!
+//! Stage 2 uses the same calls before the sandbox exists (a fresh single-threaded exec:
+//! allocation is fine there).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// `struct open_how` of `openat2(2)` (libc's is `#[non_exhaustive]`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// What a path names, without following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    /// A FIFO, socket or device node.
+    Other,
+}
+
+fn c_path(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `openat2(dirfd, rel, flags, resolve)`; the new fd is close-on-exec.
+fn openat2(dirfd: i32, rel: &Path, flags: i32, mode: u32, resolve: u64) -> io::Result<OwnedFd> {
+    let c = c_path(rel)?;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: u64::from(mode),
+        resolve,
+    };
+    // SAFETY: `c` is a NUL-terminated path and `how` a struct of the size passed; the kernel
+    // only reads both. On success it returns a new fd that nobody else owns.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as i32) })
+}
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: all-zero is a valid `stat`; fstat fills it for an fd we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn kind_of(mode: libc::mode_t) -> Kind {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Dir,
+        libc::S_IFREG => Kind::File,
+        libc::S_IFLNK => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+/// A relative path with only normal components (no `/` at the start, no `..`, no `.`).
+fn relative(rel: &Path) -> io::Result<&Path> {
+    if rel.as_os_str().is_empty() || rel.components().all(|c| matches!(c, Component::Normal(_))) {
+        Ok(rel)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a plain relative path", rel.display()),
+        ))
+    }
+}
+
+/// A directory opened once (`O_PATH`), under which nothing is resolved through a link.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Open the directory at `path` (the repo: a canonical path the caller chose). Its last
+    /// component must not be a symlink.
+    pub fn open(path: &Path) -> io::Result<Dir> {
+        let fd = openat2(
+            libc::AT_FDCWD,
+            path,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+            RESOLVE_NO_MAGICLINKS,
+        )?;
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// `openat2` beneath this directory, no link followed in any component (`ELOOP`). The
+    /// last component is opened itself when it is a link and `flags` has `O_PATH|O_NOFOLLOW`.
+    pub fn open_at(&self, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+        let rel = relative(rel)?;
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        openat2(
+            self.fd.as_raw_fd(),
+            rel,
+            flags,
+            mode,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        )
+    }
+
+    /// The subdirectory `rel`, reached without links.
+    pub fn subdir(&self, rel: &Path) -> io::Result<Dir> {
+        let fd = self.open_at(rel, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+        Ok(Dir {
+            fd,
+            path: self.path.join(rel),
+        })
+    }
+
+    /// What `rel` is, without following it; `None` when it does not exist (or a component on
+    /// the way is not a directory). A link on the way is an error.
+    pub fn kind(&self, rel: &Path) -> io::Result<Option<Kind>> {
+        match self.open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0) {
+            Ok(fd) => Ok(Some(kind_of(fstat(&fd)?.st_mode))),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The whole content of the regular file `rel`, at most `cap` bytes; `None` when it does
+    /// not exist. A link, a FIFO, a device or a larger file is an error: never blocks, never
+    /// reads without bound.
+    pub fn read_small(&self, rel: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+        let fd = match self.open_at(
+            rel,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let st = fstat(&fd)?;
+        if kind_of(st.st_mode) != Kind::File {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a regular file", rel.display()),
+            ));
+        }
+        if st.st_size as u64 > cap {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: larger than {cap} bytes", rel.display()),
+            ));
+        }
+        let mut buf = Vec::new();
+        File::from(fd).take(cap + 1).read_to_end(&mut buf)?;
+        if buf.len() as u64 > cap {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: larger than {cap} bytes", rel.display()),
+            ));
+        }
+        Ok(Some(buf))
+    }
+}
+
+/// `path` made absolute against `cwd` and normalized without touching the filesystem (`.`
+/// dropped, `..` pops a component).
+pub fn lexical(cwd: &Path, path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in cwd.join(path).components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    out
+}
+
+/// Open the directory `path` (absolute), following a link only where the link itself lies
+/// outside `repo`: the caller's own path may go through links, the repo's may not. Links are
+/// resolved one component at a time, at most 40 of them.
+fn open_dir_outside_links(path: &Path, repo: &Path) -> io::Result<OwnedFd> {
+    let mut todo: Vec<PathBuf> = vec![path.to_path_buf()];
+    let mut hops = 0;
+    let mut cur = PathBuf::from("/");
+    let mut fd = openat2(
+        libc::AT_FDCWD,
+        Path::new("/"),
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+        0,
+    )?;
+    while let Some(p) = todo.pop() {
+        let comps: Vec<Component> = p.components().collect();
+        for (i, c) in comps.iter().enumerate() {
+            match c {
+                Component::RootDir => {
+                    cur = PathBuf::from("/");
+                    fd = openat2(libc::AT_FDCWD, Path::new("/"), libc::O_PATH, 0, 0)?;
+                }
+                Component::CurDir | Component::Prefix(_) => {}
+                Component::ParentDir => {
+                    cur.pop();
+                    fd = openat2(libc::AT_FDCWD, &cur, libc::O_PATH | libc::O_DIRECTORY, 0, 0)?;
+                }
+                Component::Normal(n) => {
+                    let next = openat2(
+                        fd.as_raw_fd(),
+                        Path::new(n),
+                        libc::O_PATH | libc::O_NOFOLLOW,
+                        0,
+                        RESOLVE_NO_MAGICLINKS,
+                    )?;
+                    let here = cur.join(n);
+                    if kind_of(fstat(&next)?.st_mode) == Kind::Symlink {
+                        if here.starts_with(repo) {
+                            return Err(io::Error::new(
+                                io::ErrorKind::Other,
+                                format!(
+                                    "{} is a symlink inside the repo: not followed",
+                                    here.display()
+                                ),
+                            ));
+                        }
+                        hops += 1;
+                        if hops > 40 {
+                            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                        }
+                        let target = std::fs::read_link(&here)?;
+                        let rest: PathBuf = comps[i + 1..].iter().collect();
+                        todo.push(rest);
+                        todo.push(target);
+                        break;
+                    }
+                    fd = next;
+                    cur = here;
+                }
+            }
+        }
+    }
+    // Must be a directory.
+    if kind_of(fstat(&fd)?.st_mode) != Kind::Dir {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    Ok(fd)
+}
+
+/// Create (or truncate) the report file `path` before anything runs, as [`hostfs`](self)
+/// says: no link inside `repo` is followed (neither the file nor a directory on the way), a
+/// FIFO does not block the open, and inside the repo only a regular file is accepted; outside
+/// it a FIFO or a character device the caller names (`--report >(jq .)`, `/dev/null`) is
+/// fine. Returns the open file, ready for writing.
+pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
+    let abs = lexical(cwd, path);
+    let name = abs
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
+        .to_os_string();
+    let parent = abs.parent().unwrap_or(Path::new("/"));
+    let (dirfd, inside) = if let Ok(rel) = parent.strip_prefix(repo) {
+        (Dir::open(repo)?.subdir(rel)?.fd, true)
+    } else {
+        let fd = open_dir_outside_links(parent, repo)?;
+        // Where did the caller's links lead? Into the repo, everything from there on must be
+        // link-free: reopen beneath the repo from the resolved path.
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        match real.strip_prefix(repo) {
+            Ok(rel) => (Dir::open(repo)?.subdir(rel)?.fd, true),
+            Err(_) => (fd, real == repo),
+        }
+    };
+    let fd = openat2(
+        dirfd.as_raw_fd(),
+        Path::new(&name),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0o644,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    )?;
+    let st = fstat(&fd)?;
+    let ok = match kind_of(st.st_mode) {
+        Kind::File => true,
+        Kind::Other if !inside => {
+            matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFCHR)
+        }
+        _ => false,
+    };
+    if !ok {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            if inside {
+                "not a regular file (inside the repo only a regular file is written)"
+            } else {
+                "not a regular file, FIFO or character device"
+            },
+        ));
+    }
+    // Blocking writes from now on (a pipe reader may be slow).
+    // SAFETY: fcntl on our own fd.
+    unsafe {
+        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    let file = File::from(fd);
+    if kind_of(st.st_mode) == Kind::File {
+        file.set_len(0)?;
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn scratch(name: &str) -> PathBuf {
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .join("target")
+            .join(format!("hostfs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("repo/sub")).unwrap();
+        base
+    }
+
+    #[test]
+    fn no_link_is_followed_beneath_the_repo() {
+        let b = scratch("beneath");
+        let repo = b.join("repo");
+        std::fs::write(b.join("secret"), "s").unwrap();
+        std::fs::write(repo.join("sub/file"), "data").unwrap();
+        symlink(b.join("secret"), repo.join("link")).unwrap();
+        symlink("../secret", repo.join("sub/rel")).unwrap();
+        symlink(&b, repo.join("dirlink")).unwrap();
+        let d = Dir::open(&repo).unwrap();
+        assert_eq!(
+            d.read_small(Path::new("sub/file"), 100).unwrap().unwrap(),
+            b"data"
+        );
+        assert_eq!(d.kind(Path::new("link")).unwrap(), Some(Kind::Symlink));
+        assert_eq!(d.kind(Path::new("sub")).unwrap(), Some(Kind::Dir));
+        assert_eq!(d.kind(Path::new("nope")).unwrap(), None);
+        assert!(d.read_small(Path::new("link"), 100).is_err());
+        assert!(d.read_small(Path::new("sub/rel"), 100).is_err());
+        assert!(d.read_small(Path::new("dirlink/secret"), 100).is_err());
+        assert!(d.kind(Path::new("dirlink/secret")).is_err());
+        assert!(d.subdir(Path::new("dirlink")).is_err());
+        assert!(d.read_small(Path::new("../secret"), 100).is_err());
+        // bounded
+        assert!(d.read_small(Path::new("sub/file"), 3).is_err());
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_device_is_refused_without_blocking() {
+        let b = scratch("fifo");
+        let repo = b.join("repo");
+        nix::unistd::mkfifo(
+            &repo.join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        symlink("/dev/zero", repo.join("zero")).unwrap();
+        let d = Dir::open(&repo).unwrap();
+        assert!(d.read_small(Path::new("fifo"), 100).is_err());
+        assert!(d.read_small(Path::new("zero"), 100).is_err());
+        assert_eq!(d.kind(Path::new("fifo")).unwrap(), Some(Kind::Other));
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
+    fn the_report_never_goes_through_a_link_in_the_repo() {
+        let b = scratch("report");
+        let repo = b.join("repo");
+        let target = b.join("target-file");
+        std::fs::write(&target, "keep").unwrap();
+        // a plain report in the repo and outside it
+        create_report(Path::new("sub/r.json"), &repo, &repo).unwrap();
+        assert!(repo.join("sub/r.json").is_file());
+        create_report(&b.join("out.json"), &repo, &repo).unwrap();
+        // the file itself is a link: refused, the target untouched
+        symlink(&target, repo.join("r.json")).unwrap();
+        assert!(create_report(Path::new("r.json"), &repo, &repo).is_err());
+        // a directory on the way is a link
+        symlink(&b, repo.join("d")).unwrap();
+        assert!(create_report(Path::new("d/target-file"), &repo, &repo).is_err());
+        // a FIFO in the repo: refused at once
+        nix::unistd::mkfifo(
+            &repo.join("f"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        assert!(create_report(Path::new("f"), &repo, &repo).is_err());
+        // the caller's own link outside the repo is followed, into the repo too, but not
+        // through a link the repo holds
+        symlink(&repo, b.join("to-repo")).unwrap();
+        create_report(&b.join("to-repo/sub/r2.json"), &repo, &repo).unwrap();
+        assert!(repo.join("sub/r2.json").is_file());
+        assert!(create_report(&b.join("to-repo/d/target-file"), &repo, &repo).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // outside the repo, a character device is fine
+        create_report(Path::new("/dev/null"), &repo, &repo).unwrap();
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
+    fn lexical_normalizes_without_the_filesystem() {
+        assert_eq!(
+            lexical(Path::new("/a/b"), Path::new("../c/./d")),
+            Path::new("/a/c/d")
+        );
+        assert_eq!(
+            lexical(Path::new("/a"), Path::new("/x/../y")),
+            Path::new("/y")
+        );
+    }
+}
