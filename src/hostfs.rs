@@ -270,13 +270,10 @@ fn open_dir_outside_links(path: &Path, repo: &Path) -> io::Result<OwnedFd> {
                     let here = cur.join(n);
                     if kind_of(fstat(&next)?.st_mode) == Kind::Symlink {
                         if here.starts_with(repo) {
-                            return Err(io::Error::new(
-                                io::ErrorKind::Other,
-                                format!(
-                                    "{} is a symlink inside the repo: not followed",
-                                    here.display()
-                                ),
-                            ));
+                            return Err(io::Error::other(format!(
+                                "{} is a symlink inside the repo: not followed",
+                                here.display()
+                            )));
                         }
                         hops += 1;
                         if hops > 40 {
