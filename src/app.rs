@@ -199,6 +199,15 @@ impl Drop for Scratch {
     }
 }
 
+/// Removes a run's placeholder `.git` when dropped.
+struct Placeholder(std::path::PathBuf);
+
+impl Drop for Placeholder {
+    fn drop(&mut self) {
+        crate::layers::git::remove_placeholder(&self.0);
+    }
+}
+
 /// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
 struct Runner<'a> {
     /// Print the setup timings after each run.
@@ -226,8 +235,10 @@ impl Runner<'_> {
         let host = crate::plan::Host::probe();
         let mut plan = crate::plan::build(self.profile, self.ws, v, &found, &self.overrides, &host)
             .map_err(Fail::usage)?;
-        // A run without namespaces has a scratch dir on the host: gone when we return, however.
+        // A run without namespaces has a scratch dir on the host, a read-write repo without
+        // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
+        let _placeholder = plan.git_placeholder.clone().map(Placeholder);
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
         let leaf = match self.cgroup_leaf(&limits) {

@@ -131,6 +131,68 @@ impl Dir {
         })
     }
 
+    /// Open the directory at the absolute `path`, which must contain no link at all (a path
+    /// the plan checked on the host, reopened inside the sandbox's mount namespace).
+    pub fn open_no_links(path: &Path) -> io::Result<Dir> {
+        let fd = openat2(
+            libc::AT_FDCWD,
+            path,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        )?;
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The entries of the directory `rel` (`.` and `..` left out) and what each is, without
+    /// following any; at most `max` of them (more is an error).
+    pub fn entries(&self, rel: &Path, max: usize) -> io::Result<Vec<(std::ffi::OsString, Kind)>> {
+        use std::os::unix::ffi::OsStringExt;
+        let fd = self.open_at(
+            rel,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+        )?;
+        let mut dir = nix::dir::Dir::from_fd(fd).map_err(io::Error::from)?;
+        let dirfd = dir.as_raw_fd();
+        let mut out = Vec::new();
+        for e in dir.iter() {
+            let e = e.map_err(io::Error::from)?;
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if out.len() >= max {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: more than {max} entries", self.path.join(rel).display()),
+                ));
+            }
+            // SAFETY: all-zero is a valid `stat`; fstatat fills it, not following a link.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `dirfd` is the open directory being read, the name NUL-terminated.
+            if unsafe {
+                libc::fstatat(
+                    dirfd,
+                    e.file_name().as_ptr(),
+                    &mut st,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            } != 0
+            {
+                continue; // gone meanwhile
+            }
+            out.push((
+                std::ffi::OsString::from_vec(name.to_vec()),
+                kind_of(st.st_mode),
+            ));
+        }
+        Ok(out)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -4,7 +4,7 @@
 //! which ids, which mounts, which landlock rules, which environment, which layers are in force
 //! and which are degraded. Stage 2 receives the plan as JSON and only executes it.
 
-use crate::layers::{env, landlock, mounts, ns, ns::Ids, rlimits};
+use crate::layers::{env, git, landlock, mounts, ns, ns::Ids, rlimits};
 use crate::policy::Verdict;
 use crate::profile::{NetMode, Profile, RepoMode, Requirement};
 use crate::workspace::Workspace;
@@ -46,6 +46,10 @@ pub struct Plan {
     pub supervisor_pid: i32,
     /// Layers that are best-effort and missing on this host.
     pub degraded: Vec<String>,
+    /// The empty `.git` made for this run in a read-write repo that had none
+    /// ([`git::Found::placeholder`]); the caller removes it after the run.
+    #[serde(default)]
+    pub git_placeholder: Option<PathBuf>,
     /// cgroup v1: the leaf's `tasks` files, into which stage 2 moves itself first thing
     /// ([`crate::layers::cgroup::join_self`]). Empty otherwise (v2: the supervisor moves it).
     #[serde(default)]
@@ -177,13 +181,24 @@ pub fn build(
     } else {
         Vec::new()
     };
+    // Read-write: git's configuration surfaces stay read-only (layers::git); a layout that
+    // cannot be made safe is refused here, before anything runs.
+    let git = if repo_mode == RepoMode::Rw {
+        Some(git::discover(
+            &ws.repo,
+            &fs.protect,
+            &git_configs(host.var("HOME"), &home),
+        )?)
+    } else {
+        None
+    };
     let ops = if !namespaces {
         Vec::new()
     } else {
         mounts::plan(&mounts::Input {
             repo: &ws.repo,
             repo_mode: fs.repo,
-            protect: &fs.protect,
+            git: git.as_ref(),
             system_ro: &fs.system_ro,
             extra_ro: &fs.extra_ro,
             extra_rw: &fs.extra_rw,
@@ -222,17 +237,24 @@ pub fn build(
             Some(dir) => vec![dir.clone()],
         };
         read_write.extend(fs.extra_rw.iter().cloned());
+        // The views of git dirs outside the repo (a linked worktree's common dir).
+        if namespaces {
+            if let Some(g) = &git {
+                read_write.extend(g.dirs.iter().filter(|d| !d.starts_with(&ws.repo)).cloned());
+            }
+        }
         match repo_mode {
             RepoMode::Ro => read_exec.push(ws.repo.clone()),
             RepoMode::Rw | RepoMode::Overlay if namespaces => read_write.push(ws.repo.clone()),
             // The protected paths are read-only bind mounts in the new root; without it,
             // landlock carves them out (and `.git` itself, so nothing new appears in it).
             RepoMode::Rw | RepoMode::Overlay => {
-                let mut protected = mounts::protected_paths(&ws.repo, &fs.protect);
-                let dotgit = ws.repo.join(".git");
-                if dotgit.is_dir() && !dotgit.is_symlink() {
-                    protected.push(dotgit);
+                let mut protected = vec![ws.repo.join(".git")];
+                if let Some(g) = &git {
+                    protected.extend(g.pins.iter().map(|p| ws.repo.join(p)));
+                    protected.extend(g.dirs.iter().filter(|d| d.starts_with(&ws.repo)).cloned());
                 }
+                protected.dedup();
                 landlock::carve(&ws.repo, &protected, &mut read_write, &mut read_exec);
             }
         }
@@ -284,6 +306,19 @@ pub fn build(
             return Err(e);
         }
     };
+    // Last: nothing after this may fail, or the placeholder would be left behind.
+    let git_placeholder = match &git {
+        Some(g) if g.placeholder => {
+            if let Err(e) = git::make_placeholder(&ws.repo) {
+                if let Some(dir) = &scratch {
+                    remove_scratch(dir);
+                }
+                return Err(e);
+            }
+            Some(ws.repo.clone())
+        }
+        _ => None,
+    };
 
     Ok(Plan {
         profile: profile.name.clone(),
@@ -310,8 +345,31 @@ pub fn build(
         },
         supervisor_pid: std::process::id() as i32,
         degraded,
+        git_placeholder,
         cgroup_join: Vec::new(),
     })
+}
+
+/// The host's git config files whose `core.hooksPath` the next host git would follow: the
+/// system one, and the global ones of the caller and of the workload's user (root running a
+/// user's repo: both may run git there next).
+fn git_configs(caller_home: Option<&str>, user_home: &Path) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/etc/gitconfig")];
+    let mut homes = vec![user_home.to_path_buf()];
+    if let Some(h) = caller_home.filter(|h| h.starts_with('/')) {
+        homes.push(PathBuf::from(h));
+    }
+    homes.dedup();
+    for h in homes {
+        out.push(h.join(".gitconfig"));
+        out.push(h.join(".config/git/config"));
+    }
+    if let Ok(x) = std::env::var("XDG_CONFIG_HOME") {
+        if x.starts_with('/') {
+            out.push(Path::new(&x).join("git/config"));
+        }
+    }
+    out
 }
 
 /// The private dir of a run without namespaces: `DIR/home` and `DIR/tmp` in a fresh 0700

@@ -19,6 +19,11 @@ struct MountAttr {
     userns_fd: u64,
 }
 
+/// The errno of the last failed libc call (no allocation).
+pub fn last_errno() -> i32 {
+    errno()
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
@@ -121,5 +126,81 @@ pub fn pidfd_open(pid: libc::pid_t) -> Result<std::os::fd::OwnedFd, i32> {
     } else {
         // SAFETY: `r` is a fresh fd returned by the kernel and owned by nobody else.
         Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
+    }
+}
+
+pub const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+/// `open_tree(dirfd, "", OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH)`: a detached copy of
+/// the mount tree at the object `fd` refers to (an `O_PATH` fd opened without following
+/// links), ready to be attached with [`move_mount_fd`] (Linux 5.2+). Mounting by fd is how the
+/// sandbox binds repo paths: nothing is resolved by name, so no link the repo holds can steer
+/// the bind.
+pub fn open_tree_clone(fd: i32) -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: an empty NUL-terminated path and integer flags; on success a new fd we own.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            fd,
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        // SAFETY: a fresh fd from the kernel.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
+    }
+}
+
+/// Set mount attributes on the detached tree `fd` (from [`open_tree_clone`]) and every mount
+/// in it.
+pub fn mount_setattr_fd(fd: i32, attr_set: u64) -> Result<(), i32> {
+    let attr = MountAttr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: an empty path with AT_EMPTY_PATH, and a struct of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+/// `move_mount(from, "", to, "", F_EMPTY_PATH | T_EMPTY_PATH)`: attach the mount `from` (a
+/// detached tree, or a mount) on the object the fd `to` refers to.
+pub fn move_mount_fd(from: i32, to: i32) -> Result<(), i32> {
+    // SAFETY: empty NUL-terminated paths and integer arguments.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            from,
+            c"".as_ptr(),
+            to,
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
     }
 }

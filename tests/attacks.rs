@@ -310,10 +310,17 @@ fn git_hooks_and_config_are_read_only_in_rw_mode() {
         read_to_string(&repo.join("src/lib.txt")).as_deref(),
         Some("source\nsandbox-run probe\n")
     );
-    run_probe(&p, &repo, &[], &["write", &s(git.join("description"))]).assert_ok();
-    assert!(read_to_string(&git.join("description"))
+    // what git records work in stays writable: refs, and HEAD (copied back after the run)
+    run_probe(&p, &repo, &[], &["write", &s(git.join("refs/heads/x"))]).assert_ok();
+    assert!(read_to_string(&git.join("refs/heads/x"))
         .unwrap()
         .contains("sandbox-run probe"));
+    run_probe(&p, &repo, &[], &["write", &s(git.join("HEAD"))]).assert_ok();
+    assert!(read_to_string(&git.join("HEAD"))
+        .unwrap()
+        .contains("sandbox-run probe"));
+    // everything else is read-only, by allow-list
+    run_probe(&p, &repo, &[], &["write", &s(git.join("description"))]).assert_errno(&[libc::EROFS]);
 
     // attacks
     run_probe(&p, &repo, &[], &["write", &s(git.join("hooks/pre-commit"))])

@@ -18,7 +18,7 @@
 
 use super::channel::{self, mark, Phase, Record};
 use super::init;
-use crate::layers::{caps, fds, landlock, ns, rlimits, seccomp, Step, StepError};
+use crate::layers::{caps, fds, git, landlock, ns, rlimits, seccomp, Step, StepError};
 use crate::plan::Plan;
 use std::ffi::CString;
 use std::io::Read;
@@ -97,9 +97,18 @@ fn run() -> Result<i32, StepError> {
     mark(Phase::CgroupJoined);
     let forwarded = init::block_signals()?;
     let alive = init::AlivePipe::new()?;
+    // Read-write repo: the real git dirs, opened now (pid 1 will hide them behind views), for
+    // bringing back what git recorded once the sandbox is gone.
+    let (views, cap) = git_views(&plan);
+    let real = git::Real::open(&views).map_err(|e| StepError::new(Step::GitView, e))?;
     // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
     match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
         nix::unistd::ForkResult::Child => {
+            // The workload must never hold a writable fd of a real git dir.
+            for fd in real.raw_fds() {
+                // SAFETY: closing fds this process inherited and never uses.
+                unsafe { libc::close(fd) };
+            }
             alive.child_side();
             let code = match init::run(&plan, &exec, filters.as_ref(), &alive) {
                 Ok(code) => code,
@@ -110,8 +119,36 @@ fn run() -> Result<i32, StepError> {
             };
             std::process::exit(code)
         }
-        nix::unistd::ForkResult::Parent { child } => Ok(init::wait_forwarding(child, &forwarded)),
+        nix::unistd::ForkResult::Parent { child } => {
+            let code = init::wait_forwarding(child, &forwarded);
+            // pid 1 ended normally, so every process of the sandbox is gone; stage 2 shares its
+            // mount namespace and (since pid 1's pivot_root) its root, where the views are.
+            if code == 0 && !views.is_empty() {
+                if let Err(e) = git::copy_back(&real, cap) {
+                    channel::send(Record::Failed(StepError::new(Step::GitCopyBack, e)));
+                    return Ok(125);
+                }
+            }
+            Ok(code)
+        }
     }
+}
+
+/// The git dirs shown as views in this plan, and the size bound of their files.
+fn git_views(plan: &Plan) -> (Vec<std::path::PathBuf>, u64) {
+    let mut cap = 0;
+    let dirs = plan
+        .mounts
+        .iter()
+        .filter_map(|op| match op {
+            crate::layers::mounts::Op::GitView { dir, size } => {
+                cap = *size;
+                Some(dir.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    (dirs, cap)
 }
 
 /// The plan from stdin: its length (u64, little-endian), then its JSON.

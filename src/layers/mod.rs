@@ -7,6 +7,7 @@ pub mod caps;
 pub mod cgroup;
 pub mod env;
 pub mod fds;
+pub mod git;
 pub mod landlock;
 pub mod mounts;
 pub mod ns;
@@ -53,6 +54,8 @@ pub enum Step {
     SeccompInstall,
     Pdeathsig,
     Cgroup,
+    GitView,
+    GitCopyBack,
 }
 
 impl Step {
@@ -91,6 +94,8 @@ impl Step {
         Step::SeccompInstall,
         Step::Pdeathsig,
         Step::Cgroup,
+        Step::GitView,
+        Step::GitCopyBack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -129,6 +134,8 @@ impl Step {
             Step::SeccompInstall => "seccomp: install",
             Step::Pdeathsig => "process: pdeathsig",
             Step::Cgroup => "cgroup: join",
+            Step::GitView => "mounts: git dir view",
+            Step::GitCopyBack => "git: copy back HEAD, index and friends",
         }
     }
 

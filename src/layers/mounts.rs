@@ -13,6 +13,8 @@ use crate::layers::{Step, StepError};
 use crate::profile::RepoMode;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// One step of building the new root. Paths are absolute: sources on the host, targets in
@@ -45,16 +47,31 @@ pub enum Op {
         pts: bool,
         shm_size: u64,
     },
+    /// A git dir (at the same path inside) shown as a view ([`crate::layers::git`]): a tmpfs
+    /// of `size` bytes with its work dirs bound read-write, its work files copied (and copied
+    /// back after the run), everything else bound read-only. Read-write repo modes only.
+    GitView { dir: PathBuf, size: u64 },
+    /// `repo/rel` bound read-only onto itself, opened without following a link and bound by
+    /// fd (a `.git` file, a hooks path, a `protect` entry); created as an empty directory
+    /// first when `create` and missing.
+    RepoRo {
+        repo: PathBuf,
+        rel: PathBuf,
+        create: bool,
+    },
 }
 
 impl Op {
-    pub fn dst(&self) -> &Path {
+    /// Where the operation mounts in the new root.
+    pub fn dst(&self) -> PathBuf {
         match self {
             Op::Bind { dst, .. }
             | Op::Tmpfs { dst, .. }
             | Op::Overlay { dst, .. }
             | Op::Proc { dst }
-            | Op::Dev { dst, .. } => dst,
+            | Op::Dev { dst, .. } => dst.clone(),
+            Op::GitView { dir, .. } => dir.clone(),
+            Op::RepoRo { repo, rel, .. } => repo.join(rel),
         }
     }
 }
@@ -63,8 +80,8 @@ impl Op {
 pub struct Input<'a> {
     pub repo: &'a Path,
     pub repo_mode: RepoMode,
-    /// Repo-relative paths kept read-only in `rw` mode.
-    pub protect: &'a [String],
+    /// What the read-write mode does about git (views, pins); `None` in the other modes.
+    pub git: Option<&'a crate::layers::git::Found>,
     pub system_ro: &'a [PathBuf],
     pub extra_ro: &'a [PathBuf],
     pub extra_rw: &'a [PathBuf],
@@ -142,13 +159,24 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         RepoMode::Rw | RepoMode::Ro => {
             let ro = i.repo_mode == RepoMode::Ro;
             ops.push(bind(&repo, ro, false));
-            if !ro {
-                let dotgit = repo.join(".git");
-                if dotgit.is_dir() && !dotgit.is_symlink() {
-                    ops.push(bind(&dotgit, false, false));
+            if let (false, Some(git)) = (ro, i.git) {
+                for d in &git.dirs {
+                    ops.push(Op::GitView {
+                        dir: d.clone(),
+                        size: i.tmp_size,
+                    });
                 }
-                for p in protected_paths(i.repo, i.protect) {
-                    ops.push(bind(&p, true, false));
+                for (rel, create) in git
+                    .pins
+                    .iter()
+                    .map(|p| (p, false))
+                    .chain(git.create.iter().map(|p| (p, true)))
+                {
+                    ops.push(Op::RepoRo {
+                        repo: repo.clone(),
+                        rel: rel.clone(),
+                        create,
+                    });
                 }
             }
         }
@@ -164,42 +192,6 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
     // Parents before children; among equals keep the order above (later wins, as in bwrap).
     ops.sort_by_key(|op| op.dst().components().count());
     Ok(ops)
-}
-
-/// The existing paths to keep read-only in a read-write repo: each `protect` entry under the
-/// repo, and, for a worktree or submodule whose `.git` is a file pointing elsewhere, the same
-/// entries under its real git dir and that dir's common dir. A `.git` directory is bound onto
-/// itself too, so it is a mount point: it cannot be renamed away and replaced by one with
-/// hooks of the command's choosing.
-pub fn protected_paths(repo: &Path, protect: &[String]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut add = |p: PathBuf| {
-        if p.symlink_metadata().is_ok() && !out.contains(&p) {
-            out.push(p);
-        }
-    };
-    for rel in protect {
-        add(repo.join(rel));
-    }
-    let dotgit = repo.join(".git");
-    if let Ok(text) = std::fs::read_to_string(&dotgit) {
-        if let Some(gitdir) = text.trim().strip_prefix("gitdir:") {
-            let gitdir = repo.join(gitdir.trim());
-            let mut dirs = vec![gitdir.clone()];
-            if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-                dirs.push(gitdir.join(common.trim()));
-            }
-            for d in dirs {
-                let d = std::fs::canonicalize(&d).unwrap_or(d);
-                for rel in protect {
-                    if let Some(rest) = rel.strip_prefix(".git/") {
-                        add(d.join(rest));
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,8 +364,79 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             .map_err(err(Step::MountOverlay))
         }
         Op::Proc { dst } => build_proc(&under(NEW, dst)),
+        Op::GitView { dir, size } => git_view(dir, *size, n),
+        Op::RepoRo { repo, rel, create } => repo_ro(repo, rel, *create),
         Op::Dev { dst, pts, shm_size } => build_dev(&under(NEW, dst), *pts, *shm_size),
     }
+}
+
+/// A git dir's view: built on its own sized tmpfs in the scratch root (which nothing else
+/// sees), then moved, by fd, onto the git dir's place in the new root.
+fn git_view(dir: &Path, size: u64, n: usize) -> Result<(), StepError> {
+    let e = |errno: i32| StepError::new(Step::GitView, errno);
+    let scratch = Path::new("/ovl").join(n.to_string());
+    std::fs::create_dir(&scratch).map_err(io_err(Step::GitView))?;
+    let opts = format!("size={size},mode=0755");
+    mount(
+        Some("tmpfs"),
+        &scratch,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts.as_str()),
+    )
+    .map_err(err(Step::GitView))?;
+    crate::layers::git::build_view(&under(OLD, dir), &scratch, size).map_err(e)?;
+    let dst = under(NEW, dir);
+    mount_point(&dst, false, Step::GitView)?;
+    let target = crate::hostfs::Dir::open_no_links(&dst).map_err(io_err(Step::GitView))?;
+    let from = crate::hostfs::Dir::open_no_links(&scratch).map_err(io_err(Step::GitView))?;
+    crate::sys::move_mount_fd(from.fd().as_raw_fd(), target.fd().as_raw_fd()).map_err(e)
+}
+
+/// `repo/rel` read-only onto itself, by fd, no link followed (created empty when asked).
+fn repo_ro(repo: &Path, rel: &Path, create: bool) -> Result<(), StepError> {
+    let e = |errno: i32| StepError::new(Step::MountBind, errno);
+    let root =
+        crate::hostfs::Dir::open_no_links(&under(NEW, repo)).map_err(io_err(Step::MountBind))?;
+    let open = || root.open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0);
+    let fd = match open() {
+        Err(x) if create && x.raw_os_error() == Some(libc::ENOENT) => {
+            let mut at = PathBuf::new();
+            for c in rel.components() {
+                at.push(c);
+                match root.kind(&at) {
+                    Ok(Some(crate::hostfs::Kind::Dir)) => continue,
+                    Ok(None) => {}
+                    _ => return Err(e(libc::ELOOP)),
+                }
+                let parent = root
+                    .open_at(
+                        at.parent().unwrap_or(Path::new("")),
+                        libc::O_PATH | libc::O_DIRECTORY,
+                        0,
+                    )
+                    .map_err(io_err(Step::MountBind))?;
+                let name = std::ffi::CString::new(at.file_name().unwrap_or_default().as_bytes())
+                    .map_err(|_| e(libc::EINVAL))?;
+                // SAFETY: mkdirat in a directory fd opened without links, a plain name.
+                if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) } != 0 {
+                    return Err(StepError::last(Step::MountBind));
+                }
+            }
+            open().map_err(io_err(Step::MountBind))?
+        }
+        r => r.map_err(io_err(Step::MountBind))?,
+    };
+    // A link is never bound (nor followed): only a directory or a regular file.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of our fd into a zeroed stat.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(StepError::last(Step::MountBind));
+    }
+    if !matches!(st.st_mode & libc::S_IFMT, libc::S_IFDIR | libc::S_IFREG) {
+        return Err(e(libc::ELOOP));
+    }
+    crate::layers::git::bind_fd(&fd, &fd, true).map_err(e)
 }
 
 fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
@@ -502,7 +565,7 @@ mod tests {
         Input {
             repo,
             repo_mode: mode,
-            protect: &[],
+            git: None,
             system_ro: sys,
             extra_ro: &[],
             extra_rw: &[],
@@ -539,34 +602,5 @@ mod tests {
         let ov = plan(&input(repo, RepoMode::Overlay, &sys)).unwrap();
         assert!(ov.iter().any(|o| matches!(o, Op::Overlay { .. })));
         assert!(plan(&input(Path::new("/a,b"), RepoMode::Overlay, &sys)).is_err());
-    }
-
-    #[test]
-    fn protects_git_hooks_config_and_worktree_gitdirs() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("mounts-test-{}", std::process::id()));
-        let main = base.join("main");
-        std::fs::create_dir_all(main.join(".git/hooks")).unwrap();
-        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
-        std::fs::write(main.join(".git/config"), "").unwrap();
-        std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
-        let wt = base.join("wt");
-        std::fs::create_dir_all(&wt).unwrap();
-        std::fs::write(
-            wt.join(".git"),
-            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
-        )
-        .unwrap();
-        let protect = vec![".git/hooks".to_string(), ".git/config".to_string()];
-        let p = protected_paths(&main, &protect);
-        assert_eq!(p, vec![main.join(".git/hooks"), main.join(".git/config")]);
-        let p = protected_paths(&wt, &protect);
-        let main_c = std::fs::canonicalize(main.join(".git")).unwrap();
-        assert!(
-            p.contains(&main_c.join("hooks")) && p.contains(&main_c.join("config")),
-            "{p:?}"
-        );
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -308,11 +308,14 @@ impl Fixture {
     }
 
     /// A repo with a minimal `.git` directory: `hooks/pre-commit.sample`, `config`, `HEAD`,
-    /// `description` (enough for the protect rules; no git needed).
+    /// `description`, empty `objects/` and `refs/heads/` (the shape of a git dir; no git
+    /// needed).
     pub fn git_repo(&self, name: &str) -> PathBuf {
         let r = self.repo(name);
         let g = r.join(".git");
         std::fs::create_dir_all(g.join("hooks")).unwrap();
+        std::fs::create_dir_all(g.join("objects")).unwrap();
+        std::fs::create_dir_all(g.join("refs/heads")).unwrap();
         std::fs::write(g.join("hooks/pre-commit.sample"), "#!/bin/sh\nexit 0\n").unwrap();
         std::fs::write(g.join("config"), GIT_CONFIG).unwrap();
         std::fs::write(g.join("HEAD"), "ref: refs/heads/main\n").unwrap();
