@@ -1746,3 +1746,43 @@ fn exit_codes_pass_through() {
     r.assert_code(127);
     assert!(!r.stdout.contains("hostname: ok"), "{r}");
 }
+
+/// Root-only /proc files that describe the whole kernel (page flags, slab and vmalloc maps,
+/// keys, timers, the kernel config) are masked: as root on a root-owned repo the workload is
+/// uid 0 inside and would pass their permission checks. Control: the host reads them (as
+/// root); inside they read as empty (or are refused, rootless).
+#[test]
+fn root_only_proc_files_are_masked() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("proc-masked");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    for file in [
+        "kpageflags",
+        "slabinfo",
+        "vmallocinfo",
+        "keys",
+        "timer_list",
+    ] {
+        let path = format!("/proc/{file}");
+        if !Path::new(&path).exists() {
+            continue;
+        }
+        if is_root() {
+            let host = host_probe(&["read", &path]);
+            assert_ne!(
+                host.assert_ok(),
+                "bytes=0",
+                "control: {path} is empty on the host"
+            );
+        }
+        let r = run_probe(&p, &repo, &[], &["read", &path]);
+        if r.run.code == Some(0) {
+            assert_eq!(r.assert_ok(), "bytes=0", "{path} readable inside:\n{r}");
+        } else {
+            r.assert_errno(&[libc::EACCES, libc::EPERM]);
+        }
+    }
+}
