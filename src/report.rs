@@ -119,6 +119,7 @@ pub struct Fingerprint {
     pub kernel: String,
     pub landlock_abi: u8,
     pub cgroup: &'static str,
+    /// Always null: a version would mean running `node` on the host (see [`Fingerprint::probe`]).
     pub node_version: Option<String>,
 }
 
@@ -133,7 +134,10 @@ impl Fingerprint {
             kernel,
             landlock_abi: crate::layers::landlock::kernel_abi(),
             cgroup: cgroup_kind(),
-            node_version: node_version(),
+            // sandbox-run executes nothing on the host (DESIGN.md section 3): running the
+            // caller's `node --version` ran whatever PATH found first, a repo's
+            // `node_modules/.bin/node` included, unsandboxed. Kept for the seed's consumers.
+            node_version: None,
         }
     }
 }
@@ -153,18 +157,6 @@ fn cgroup_kind() -> &'static str {
         (true, false) => "v1",
         (false, false) => "none",
     }
-}
-
-/// The host's node version, read from the binary the PATH finds, without running it.
-fn node_version() -> Option<String> {
-    let path = std::env::var_os("PATH")?;
-    let node = crate::policy::search_path("node", &path, std::path::Path::new("/"))?;
-    let out = std::process::Command::new(node)
-        .arg("--version")
-        .env_clear()
-        .output()
-        .ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|v| v.starts_with('v'))
 }
 
 /// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
@@ -221,6 +213,27 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
             reason: v.reason.clone(),
         }),
         error: None,
+        limits_hit: Vec::new(),
+        out: None,
+        err: None,
+    }
+}
+
+/// The result of a command whose sandbox sandbox-run could not set up (`error` says why).
+pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult {
+    CommandResult {
+        cmd: cmd.to_string(),
+        argv: argv.to_vec(),
+        ok: false,
+        status: Status::SandboxError,
+        exit_code: crate::app::EXIT_SANDBOX_ERROR,
+        signal: None,
+        duration_ms: 0,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        denied: None,
+        error: Some(error.to_string()),
         limits_hit: Vec::new(),
         out: None,
         err: None,
