@@ -254,3 +254,65 @@ fn a_repo_supplied_node_on_path_never_runs_on_the_host() {
     let v = valid_report(&report);
     assert!(v["env_fingerprint"]["node_version"].is_null(), "{v:#}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 2d: a `--repo` reached through a symlink is refused, with the resolved path in the message.
+
+/// An rw run replaced `mono/packages/app` by a symlink to a host directory; the next run with
+/// `--repo mono/packages/app` would have mounted that directory read-write as the repo. It is
+/// refused (125, one line naming both paths) before anything runs. Variant: the link is a
+/// directory on the way. Control: the resolved path, passed as such, works.
+#[test]
+fn a_repo_reached_through_a_symlink_is_refused() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("repo-link");
+    let mono = f.repo("mono");
+    std::fs::create_dir_all(mono.join("packages/app")).unwrap();
+    let host = f.path("host-dir");
+    std::fs::create_dir(&host).unwrap();
+    let p = f.profile(&Spec::default().repo("rw"));
+    // what the earlier rw run did, from inside
+    run_probe(
+        &p,
+        &mono,
+        &[],
+        &[
+            "replace-with-symlink",
+            s(&mono.join("packages/app")),
+            s(&host),
+        ],
+    )
+    .assert_ok();
+    std::os::unix::fs::symlink(&mono, f.path("mono-link")).unwrap();
+
+    let marker = host.join("ran.txt");
+    for flag in ["mono/packages/app", "mono-link/packages/app.replaced"] {
+        let r = run_probe_with(&p, Path::new(flag), &[], &["write", s(&marker)], |c| {
+            c.current_dir(&f.dir);
+        });
+        r.run.assert_code(125);
+        let resolved = std::fs::canonicalize(f.path(flag)).unwrap();
+        let want = format!(
+            "sandbox-run: --repo {flag}: reached through a symlink (it resolves to {}); pass the \
+             resolved path if you mean it\n",
+            resolved.display()
+        );
+        assert_eq!(r.run.stderr, want, "{r}");
+        assert!(!marker.exists(), "the command ran:\n{r}");
+        assert!(!mono.join("packages/app.replaced/ran.txt").exists());
+    }
+    // control: the resolved path
+    let r = run_probe_with(
+        &p,
+        Path::new("host-dir"),
+        &[],
+        &["write", s(&marker)],
+        |c| {
+            c.current_dir(&f.dir);
+        },
+    );
+    r.assert_ok();
+    assert!(marker.exists());
+}
