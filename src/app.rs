@@ -176,6 +176,7 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
             kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
             capture: args.report.is_some() && (args.capture || profile.report.capture),
             stdout_to_stderr: args.report.as_deref() == Some("-"),
+            output_cap: profile.limits.output.0,
         },
     };
     let (result, sandbox) = match runner.execute(&cmd, &v) {
@@ -493,6 +494,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             kill_grace: profile.limits.kill_grace.0,
             capture: true,
             stdout_to_stderr: args.report.as_deref() == Some("-"),
+            output_cap: profile.limits.output.0,
         },
     };
     let mut results = Vec::new();

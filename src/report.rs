@@ -63,7 +63,8 @@ pub struct CommandResult {
     pub peak_memory_bytes: Option<u64>,
     pub denied: Option<Denial>,
     pub error: Option<String>,
-    /// Cgroup limits the command ran into: `memory` (OOM kills), `pids` (forks refused).
+    /// Limits the command ran into: `memory` (OOM kills), `pids` (forks refused), `output`
+    /// (stdout or stderr passed `[limits] output`, the rest dropped).
     pub limits_hit: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
@@ -260,6 +261,9 @@ pub fn ran(
     }
     if usage.pids_max_hits > 0 {
         limits_hit.push("pids");
+    }
+    if !f.output_capped.is_empty() {
+        limits_hit.push("output");
     }
     let status = if f.failure.is_some() {
         match code {

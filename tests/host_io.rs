@@ -11,7 +11,7 @@ mod common;
 mod schema;
 
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn s(p: &Path) -> &str {
@@ -26,6 +26,62 @@ fn valid_report(path: &Path) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("report {}: not JSON ({e}): {text:?}", path.display()));
     schema::assert_valid_report(&v);
     v
+}
+
+/// A test profile with more TOML keys: `extra` is `(table, key, value)`.
+fn profile_with(
+    f: &Fixture,
+    name: &str,
+    spec: &Spec,
+    extra: &[(&str, &str, toml::Value)],
+) -> PathBuf {
+    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
+    for (table, key, value) in extra {
+        t.entry(table.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .unwrap()
+            .insert(key.to_string(), value.clone());
+    }
+    let p = f.path(&format!("profile-{name}.toml"));
+    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
+    p
+}
+
+/// Run `c` with its stdout going to the regular file `out` (as `> log` would), stderr
+/// captured; at most [`LIMIT`].
+fn run_to_file(mut c: Command, out: &Path) -> Run {
+    use std::io::Read;
+    let cmd = format!("{} > {}", render(&c), out.display());
+    c.stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::piped());
+    let mut child = spawn_retrying(&mut c).unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = std::time::Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out: {cmd}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    Run::from_output(
+        cmd,
+        std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: t.join().unwrap(),
+        },
+    )
 }
 
 const VICTIM: &str = "the victim's own content\n";
@@ -315,4 +371,120 @@ fn a_repo_reached_through_a_symlink_is_refused() {
     );
     r.assert_ok();
     assert!(marker.exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10: the output the supervisor passes through is capped by `[limits] output`.
+
+const MIB: usize = 1 << 20;
+
+/// With a capture the supervisor pipes the command's output and writes it to its own stdout,
+/// which `fsize` does not limit: 12 MiB reached a log file under `fsize 4M`. With `[limits]
+/// output = "1M"` the log holds exactly the first MiB, one line says so, and the report lists
+/// `output` under `limits_hit`; the command itself is not disturbed (it finishes, exit 0).
+/// Control: under the cap everything arrives. Variant: `--report -`, where the command's
+/// stdout goes to sandbox-run's stderr and the report to its stdout.
+#[test]
+fn captured_output_past_the_output_cap_is_dropped() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("output-cap");
+    let repo = f.repo("repo");
+    let p = profile_with(
+        &f,
+        "cap",
+        &Spec::default(),
+        &[
+            ("limits", "output", toml::Value::String("1M".into())),
+            ("limits", "fsize", toml::Value::String("1M".into())),
+        ],
+    );
+    let report = f.path("report.json");
+    let log = f.path("out.log");
+    let probe = probe();
+    let run = |n: usize| {
+        let c = sandbox_command(
+            &p,
+            &repo,
+            &["--report", s(&report), "--capture"],
+            &[s(&probe), "write-bytes", &n.to_string()],
+        );
+        run_to_file(c, &log)
+    };
+    let line = "sandbox-run: output: stdout passed the 1M cap; the rest was dropped";
+
+    let r = run(3 * MIB);
+    r.assert_code(0);
+    let got = std::fs::read(&log).unwrap();
+    assert_eq!(got.len(), MIB, "the log holds the cap, no more:\n{r}");
+    assert!(got.iter().all(|b| *b == b'x'), "only the command's bytes");
+    assert!(r.stderr.lines().any(|l| l == line), "{r}");
+    assert!(r.stderr.contains("write-bytes: ok bytes=3145728"), "{r}");
+    let v = valid_report(&report);
+    let res = &v["results"][0];
+    assert_eq!(res["status"], "ok", "{v:#}");
+    assert_eq!(res["limits_hit"], serde_json::json!(["output"]), "{v:#}");
+    assert_eq!(res["out"].as_str().unwrap().len(), 64 * 1024);
+
+    // control: under the cap everything arrives
+    let r = run(MIB / 2);
+    r.assert_code(0);
+    assert_eq!(std::fs::read(&log).unwrap().len(), MIB / 2, "{r}");
+    assert!(!r.stderr.contains("sandbox-run: output"), "{r}");
+    let v = valid_report(&report);
+    assert_eq!(
+        v["results"][0]["limits_hit"],
+        serde_json::json!([]),
+        "{v:#}"
+    );
+
+    // --report -: the command's stdout goes to stderr, capped the same way
+    let c = sandbox_command(
+        &p,
+        &repo,
+        &["--report", "-"],
+        &[s(&probe), "write-bytes", &(3 * MIB).to_string()],
+    );
+    let r = run_to_file(c, &log);
+    r.assert_code(0);
+    assert!(r.stderr.lines().any(|l| l.ends_with(line)), "{r}");
+    let rest = r.stderr.replace(line, "");
+    let xs = rest.bytes().filter(|b| *b == b'x').count();
+    let other: String = rest.chars().filter(|c| *c != 'x').collect();
+    assert_eq!(xs, MIB, "stderr holds the capped stdout: {other}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    schema::assert_valid_report(&v);
+    assert_eq!(v["results"][0]["limits_hit"], serde_json::json!(["output"]));
+}
+
+/// When sandbox-run does not pipe (no `--report`, so no capture), the command writes to the inherited fd
+/// itself and `RLIMIT_FSIZE` applies to its writes to a regular file: the log stops at
+/// `fsize` and the command gets SIGXFSZ. Control: under `fsize`, everything arrives.
+#[test]
+fn without_a_capture_fsize_caps_the_commands_own_writes() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("output-fsize");
+    let repo = f.repo("repo");
+    let p = profile_with(
+        &f,
+        "fsize",
+        &Spec::default(),
+        &[("limits", "fsize", toml::Value::String("1M".into()))],
+    );
+    let log = f.path("out.log");
+    let probe = probe();
+    let run = |n: usize| {
+        let c = sandbox_command(&p, &repo, &[], &[s(&probe), "write-bytes", &n.to_string()]);
+        run_to_file(c, &log)
+    };
+    let r = run(3 * MIB);
+    r.assert_code(128 + libc::SIGXFSZ);
+    assert_eq!(std::fs::read(&log).unwrap().len(), MIB, "{r}");
+    let r = run(MIB / 2);
+    r.assert_code(0);
+    assert_eq!(std::fs::read(&log).unwrap().len(), MIB / 2, "{r}");
 }
