@@ -34,6 +34,7 @@ usage: probe ATTACK [ARGS...]
 files:     read FILE | write FILE (appends one line) | list DIR | stat PATH | mkdir DIR
            unlink FILE | truncate FILE | exec PATH [ARGS...] | symlink-read LINK
            open-write PATH | write-proc-sys PATH VALUE
+           replace-with-symlink PATH TARGET (a directory is renamed to PATH.replaced first)
 network:   tcp-connect HOST:PORT | tcp-bind PORT | unix-connect PATH
            abstract-connect NAME | udp-send HOST:PORT
 processes: kill PID [SIG] | ptrace-attach PID | ptrace-traceme
@@ -1132,6 +1133,29 @@ fn fork_bomb(args: &[String]) -> Outcome {
     }
 }
 
+/// What a hostile workload leaves for the next host-side open of a repo path: `PATH` (a file,
+/// or a directory moved aside to `PATH.replaced`) becomes a symlink to `TARGET`.
+fn replace_with_symlink(args: &[String]) -> Outcome {
+    let path = arg(args, 0, "PATH")?;
+    let target = cpath(arg(args, 1, "TARGET")?)?;
+    let p = cpath(path)?;
+    // SAFETY: all-zero is a valid `stat`; lstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a writable stat.
+    check_i(unsafe { libc::lstat(p.as_ptr(), &mut st) })?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let aside = cpath(&format!("{path}.replaced"))?;
+        // SAFETY: valid C strings.
+        check_i(unsafe { libc::rename(p.as_ptr(), aside.as_ptr()) })?;
+    } else {
+        // SAFETY: a valid C string.
+        check_i(unsafe { libc::unlink(p.as_ptr()) })?;
+    }
+    // SAFETY: valid C strings.
+    check_i(unsafe { libc::symlink(target.as_ptr(), p.as_ptr()) })?;
+    ok()
+}
+
 fn write_bytes(args: &[String]) -> Outcome {
     let n: usize = num(args, 0, "N")?;
     let chunk = [b'x'; 65536];
@@ -1244,6 +1268,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "symlink-read" => symlink_read(args),
         "open-write" => open_write(args),
         "write-proc-sys" => write_proc_sys(args),
+        "replace-with-symlink" => replace_with_symlink(args),
         "tcp-connect" => tcp_connect(args),
         "tcp-bind" => tcp_bind(args),
         "unix-connect" => unix_connect(arg(args, 0, "PATH")?, false),

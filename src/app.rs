@@ -137,15 +137,22 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
     let started = std::time::SystemTime::now();
     let profile = load_profile(&args.target.profile)?;
     let (v, ws) = gate(&args.target, &profile)?;
+    // Before anything else happens: a report path that cannot be created costs nothing yet.
+    let mut sink = ReportSink::open(args.report.as_deref(), &ws)?;
     let cmd = command_text(&args.target);
     if !v.allowed() {
         eprintln!("sandbox-run: {}", verdict_line(&v));
-        if let Some(dest) = &args.report {
+        if let Some(sink) = &mut sink {
             let results = vec![report::gated(&cmd, &v)];
-            write_report(
-                dest,
-                &new_report(started, &profile, &ws, None, vec![cmd], results, None),
-            )?;
+            sink.write(&new_report(
+                started,
+                &profile,
+                &ws,
+                None,
+                vec![cmd],
+                results,
+                None,
+            ))?;
         }
         return Ok(v.exit_code());
     }
@@ -169,25 +176,102 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
             kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
             capture: args.report.is_some() && (args.capture || profile.report.capture),
             stdout_to_stderr: args.report.as_deref() == Some("-"),
+            output_cap: profile.limits.output.0,
         },
     };
-    let (result, sandbox) = runner.execute(&cmd, &v)?;
+    let (result, sandbox) = match runner.execute(&cmd, &v) {
+        Ok(r) => r,
+        Err(fail) => {
+            // The report file exists since the start: it says what happened, never empty.
+            if let Some(sink) = &mut sink {
+                let results = vec![report::sandbox_failed(&cmd, &v.argv, &fail.msg)];
+                let r = new_report(started, &profile, &ws, None, vec![cmd], results, None);
+                if let Err(e) = sink.write(&r) {
+                    eprintln!("sandbox-run: {}", e.msg);
+                }
+            }
+            return Err(fail);
+        }
+    };
     let code = result.exit_code;
-    if let Some(dest) = &args.report {
-        write_report(
-            dest,
-            &new_report(
-                started,
-                &profile,
-                &ws,
-                None,
-                vec![cmd],
-                vec![result],
-                Some(sandbox),
-            ),
-        )?;
+    if let Some(sink) = &mut sink {
+        sink.write(&new_report(
+            started,
+            &profile,
+            &ws,
+            None,
+            vec![cmd],
+            vec![result],
+            Some(sandbox),
+        ))?;
     }
     Ok(code)
+}
+
+/// Where the report goes: stdout, or a file created before anything runs (DESIGN.md section
+/// 3: no link inside the repo followed, see [`crate::hostfs::create_report`]) and written
+/// through the same open file at the end, whatever the command did to the path meanwhile.
+enum ReportSink {
+    Stdout,
+    File { dest: String, file: std::fs::File },
+}
+
+impl ReportSink {
+    /// `--report DEST`, opened now; `None` without the flag.
+    fn open(dest: Option<&str>, ws: &Workspace) -> Result<Option<ReportSink>, Fail> {
+        let Some(dest) = dest else { return Ok(None) };
+        if dest == "-" {
+            return Ok(Some(ReportSink::Stdout));
+        }
+        let fail = |why: String| Fail::usage(format!("report {dest}: {why}"));
+        let last = std::path::Path::new(dest).components().next_back();
+        if dest.ends_with('/') || !matches!(last, Some(std::path::Component::Normal(_))) {
+            return Err(fail("not a file name".into()));
+        }
+        let cwd = std::env::current_dir().map_err(|e| fail(format!("current directory: {e}")))?;
+        let file = crate::hostfs::create_report(std::path::Path::new(dest), &cwd, &ws.repo)
+            .map_err(|e| fail(report_open_error(&e)))?;
+        Ok(Some(ReportSink::File {
+            dest: dest.to_string(),
+            file,
+        }))
+    }
+
+    fn write(&mut self, r: &report::Report) -> Result<(), Fail> {
+        use std::io::{Seek, Write};
+        let json =
+            serde_json::to_string_pretty(r).map_err(|e| Fail::usage(format!("report: {e}")))?;
+        match self {
+            ReportSink::Stdout => writeln!(std::io::stdout(), "{json}")
+                .map_err(|e| Fail::usage(format!("report -: {e}"))),
+            ReportSink::File { dest, file } => {
+                let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+                // In a writable repo the command could write into the file meanwhile (it is
+                // the same inode): start from empty.
+                let r = if regular {
+                    file.set_len(0)
+                        .and_then(|()| file.rewind())
+                        .and_then(|()| writeln!(file, "{json}"))
+                } else {
+                    writeln!(file, "{json}")
+                };
+                r.map_err(|e| Fail::usage(format!("report {dest}: {e}")))
+            }
+        }
+    }
+}
+
+/// Why the report file could not be created, in the words of the host boundary's rules.
+fn report_open_error(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => "a symlink inside the repo is on the way (not followed)".into(),
+        Some(libc::EXDEV) => "leaves the repo by `..` inside it (not followed)".into(),
+        Some(libc::ENXIO) => "a FIFO with no reader".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_string()
+        }
+    }
 }
 
 /// Removes a run's scratch dir when dropped.
@@ -362,6 +446,8 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
     let cwd =
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
     let ws = Workspace::find(args.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    // Before anything else happens: a report path that cannot be created costs nothing yet.
+    let mut sink = ReportSink::open(args.report.as_deref(), &ws)?;
     let path = sandbox_path(&profile);
     let ctx = policy::Context {
         repo: &ws.repo,
@@ -373,8 +459,8 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         .iter()
         .map(|c| policy::gate(&Input::Command(c), &profile.gate, &ctx))
         .collect();
-    let finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
-        let Some(dest) = &args.report else {
+    let mut finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
+        let Some(sink) = &mut sink else {
             return Ok(());
         };
         let r = new_report(
@@ -386,7 +472,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             results,
             sandbox,
         );
-        write_report(dest, &r)
+        sink.write(&r)
     };
     let denied: Vec<report::CommandResult> = gene
         .validation
@@ -419,13 +505,24 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             kill_grace: profile.limits.kill_grace.0,
             capture: true,
             stdout_to_stderr: args.report.as_deref() == Some("-"),
+            output_cap: profile.limits.output.0,
         },
     };
     let mut results = Vec::new();
     let mut sandbox = None;
     let mut code = 0;
     for (cmd, v) in gene.validation.iter().zip(&verdicts) {
-        let (result, sb) = runner.execute(cmd, v)?;
+        let (result, sb) = match runner.execute(cmd, v) {
+            Ok(r) => r,
+            Err(fail) => {
+                // The report file exists since the start: it says what happened, never empty.
+                results.push(report::sandbox_failed(cmd, &v.argv, &fail.msg));
+                if let Err(e) = finish(results, sandbox) {
+                    eprintln!("sandbox-run: {}", e.msg);
+                }
+                return Err(fail);
+            }
+        };
         sandbox = Some(sb);
         let ok = result.ok;
         code = result.exit_code;
@@ -449,16 +546,6 @@ fn command_text(t: &Target) -> String {
             .collect::<Vec<_>>()
             .join(" "),
     }
-}
-
-fn write_report(dest: &str, r: &report::Report) -> Result<(), Fail> {
-    let json = serde_json::to_string_pretty(r).map_err(|e| Fail::usage(format!("report: {e}")))?;
-    if dest == "-" {
-        use std::io::Write;
-        return writeln!(std::io::stdout(), "{json}")
-            .map_err(|e| Fail::usage(format!("report -: {e}")));
-    }
-    std::fs::write(dest, json + "\n").map_err(|e| Fail::usage(format!("report {dest}: {e}")))
 }
 
 fn doctor(json: bool, requirements_md: bool) -> i32 {

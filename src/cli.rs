@@ -68,7 +68,7 @@ pub struct Target {
     #[arg(long, value_name = "NAME|PATH")]
     pub profile: String,
     /// The repository root (default: the git top level above the current directory, else the
-    /// current directory).
+    /// current directory). A path with a symlink on the way is refused: pass the resolved one.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
     /// The command as one string, split like a POSIX shell splits words (quotes, backslashes),
@@ -162,7 +162,8 @@ pub struct ValidateArgs {
     /// Write the ValidationReport to FILE, or to stdout with `-`.
     #[arg(long, value_name = "FILE|-")]
     pub report: Option<String>,
-    /// The repository root (default: the git top level above the current directory).
+    /// The repository root (default: the git top level above the current directory). A path
+    /// with a symlink on the way is refused: pass the resolved one.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
     /// Wall-clock limit for each command (default: the profile's).

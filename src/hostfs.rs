@@ -12,7 +12,7 @@
 //!   supervisor read forever.
 //! - **The report file** ([`create_report`]) is created before the run: links are followed only
 //!   where they live outside the repo (the caller's own path), never inside it, and inside the
-//!   repo it must be a regular file.
+//!   repo it must be a regular file with no other hard link.
 //!
 //! Stage 2 uses the same calls before the sandbox exists (a fresh single-threaded exec:
 //! allocation is fine there).
@@ -392,13 +392,19 @@ pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
         RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     )?;
     let st = fstat(&fd)?;
-    let ok = match kind_of(st.st_mode) {
-        Kind::File => true,
-        Kind::Other if !inside => {
-            matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFCHR)
-        }
-        _ => false,
-    };
+    let ok =
+        match kind_of(st.st_mode) {
+            // A second name elsewhere (a hard link the command made) would be truncated too.
+            Kind::File if inside && st.st_nlink > 1 => return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a file with other hard links (inside the repo only a file of its own is written)",
+            )),
+            Kind::File => true,
+            Kind::Other if !inside => {
+                matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFCHR)
+            }
+            _ => false,
+        };
     if !ok {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -512,6 +518,14 @@ mod tests {
         assert!(repo.join("sub/r2.json").is_file());
         assert!(create_report(&b.join("to-repo/d/target-file"), &repo, &repo).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        // a hard link in the repo: refused before truncation, the other name untouched
+        std::fs::write(repo.join("sub/orig"), "keep").unwrap();
+        std::fs::hard_link(repo.join("sub/orig"), repo.join("hard.json")).unwrap();
+        assert!(create_report(Path::new("hard.json"), &repo, &repo).is_err());
+        assert_eq!(
+            std::fs::read_to_string(repo.join("sub/orig")).unwrap(),
+            "keep"
+        );
         // outside the repo, a character device is fine
         create_report(Path::new("/dev/null"), &repo, &repo).unwrap();
         std::fs::remove_dir_all(&b).unwrap();

@@ -135,6 +135,9 @@ pub struct Limits {
     pub pids: u64,
     pub nofile: u64,
     pub fsize: Size,
+    /// Bytes of each of the command's stdout and stderr the supervisor passes through when it
+    /// pipes them (capture, `--report -`); the rest is dropped.
+    pub output: Size,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -239,6 +242,7 @@ struct LimitsFile {
     pids: Option<u64>,
     nofile: Option<u64>,
     fsize: Option<Size>,
+    output: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -303,7 +307,7 @@ impl ProfileFile {
         let (c, p) = (&mut self.network, &mut parent.network);
         merge_fields!(c, p, mode, tcp_connect, tcp_bind);
         let (c, p) = (&mut self.limits, &mut parent.limits);
-        merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize);
+        merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output);
         let (c, p) = (&mut self.env, &mut parent.env);
         merge_fields!(c, p, keep, set, path);
         let (c, p) = (&mut self.layers, &mut parent.layers);
@@ -374,6 +378,7 @@ impl ProfileFile {
                 pids: l.pids.unwrap_or(256),
                 nofile: l.nofile.unwrap_or(1024),
                 fsize: l.fsize.unwrap_or(Size(1 << 30)),
+                output: l.output.unwrap_or(Size(64 << 20)),
             },
             env: Env {
                 keep: e.keep.unwrap_or_default(),

@@ -63,7 +63,8 @@ pub struct CommandResult {
     pub peak_memory_bytes: Option<u64>,
     pub denied: Option<Denial>,
     pub error: Option<String>,
-    /// Cgroup limits the command ran into: `memory` (OOM kills), `pids` (forks refused).
+    /// Limits the command ran into: `memory` (OOM kills), `pids` (forks refused), `output`
+    /// (stdout or stderr passed `[limits] output`, the rest dropped).
     pub limits_hit: Vec<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
@@ -119,6 +120,7 @@ pub struct Fingerprint {
     pub kernel: String,
     pub landlock_abi: u8,
     pub cgroup: &'static str,
+    /// Always null: a version would mean running `node` on the host (see [`Fingerprint::probe`]).
     pub node_version: Option<String>,
 }
 
@@ -133,7 +135,10 @@ impl Fingerprint {
             kernel,
             landlock_abi: crate::layers::landlock::kernel_abi(),
             cgroup: cgroup_kind(),
-            node_version: node_version(),
+            // sandbox-run executes nothing on the host (DESIGN.md section 3): running the
+            // caller's `node --version` ran whatever PATH found first, a repo's
+            // `node_modules/.bin/node` included, unsandboxed. Kept for the seed's consumers.
+            node_version: None,
         }
     }
 }
@@ -153,18 +158,6 @@ fn cgroup_kind() -> &'static str {
         (true, false) => "v1",
         (false, false) => "none",
     }
-}
-
-/// The host's node version, read from the binary the PATH finds, without running it.
-fn node_version() -> Option<String> {
-    let path = std::env::var_os("PATH")?;
-    let node = crate::policy::search_path("node", &path, std::path::Path::new("/"))?;
-    let out = std::process::Command::new(node)
-        .arg("--version")
-        .env_clear()
-        .output()
-        .ok()?;
-    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|v| v.starts_with('v'))
 }
 
 /// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
@@ -227,6 +220,27 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
     }
 }
 
+/// The result of a command whose sandbox sandbox-run could not set up (`error` says why).
+pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult {
+    CommandResult {
+        cmd: cmd.to_string(),
+        argv: argv.to_vec(),
+        ok: false,
+        status: Status::SandboxError,
+        exit_code: crate::app::EXIT_SANDBOX_ERROR,
+        signal: None,
+        duration_ms: 0,
+        cpu_user_ms: None,
+        cpu_system_ms: None,
+        peak_memory_bytes: None,
+        denied: None,
+        error: Some(error.to_string()),
+        limits_hit: Vec::new(),
+        out: None,
+        err: None,
+    }
+}
+
 /// The result of a command that ran (or whose sandbox failed to start).
 pub fn ran(
     cmd: &str,
@@ -247,6 +261,9 @@ pub fn ran(
     }
     if usage.pids_max_hits > 0 {
         limits_hit.push("pids");
+    }
+    if !f.output_capped.is_empty() {
+        limits_hit.push("output");
     }
     let status = if f.failure.is_some() {
         match code {

@@ -59,6 +59,9 @@ pub struct Options {
     pub capture: bool,
     /// Send the command's stdout to our stderr (the report goes to stdout).
     pub stdout_to_stderr: bool,
+    /// Bytes of each stream passed through when piped (`[limits] output`); the rest is read
+    /// and dropped.
+    pub output_cap: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -86,6 +89,8 @@ pub struct Finished {
     pub spawned_to_end: Duration,
     pub out: Vec<u8>,
     pub err: Vec<u8>,
+    /// The streams (`stdout`, `stderr`) that passed the output cap.
+    pub output_capped: Vec<&'static str>,
 }
 
 /// A bounded tail of a stream: memory stays flat however much the command prints.
@@ -106,11 +111,20 @@ impl Tail {
     }
 }
 
-/// One output pipe of the command: read, pass through, keep the tail.
+/// One output pipe of the command: read, pass through up to the cap, keep the tail.
+///
+/// Past the cap the pipe is still read to its end and the data dropped, not closed: a closed
+/// pipe would kill the command with SIGPIPE (or fail its writes with EPIPE) and change how it
+/// ends; the wall-clock timeout still bounds how long it may go on printing. Memory stays flat.
 struct Stream {
     pipe: Option<OwnedFd>,
+    /// `stdout` or `stderr`: the command's stream, for the message.
+    name: &'static str,
     to_stderr: bool,
     tail: Tail,
+    cap: u64,
+    passed: u64,
+    capped: bool,
 }
 
 impl Stream {
@@ -125,12 +139,27 @@ impl Stream {
             }
             Ok(n) => {
                 let data = &buf[..n];
-                // A closed or full terminal must not stop the supervisor; drop what cannot go.
-                let _ = if self.to_stderr {
-                    std::io::stderr().write_all(data)
-                } else {
-                    std::io::stdout().write_all(data)
-                };
+                let room = usize::try_from(self.cap.saturating_sub(self.passed)).unwrap_or(n);
+                let pass = &data[..n.min(room)];
+                if !pass.is_empty() {
+                    // A closed or full terminal must not stop the supervisor; drop what cannot
+                    // go.
+                    let _ = if self.to_stderr {
+                        std::io::stderr().write_all(pass)
+                    } else {
+                        std::io::stdout().write_all(pass)
+                    };
+                    self.passed += pass.len() as u64;
+                }
+                if pass.len() < n && !self.capped {
+                    self.capped = true;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "sandbox-run: output: {} passed the {} cap; the rest was dropped",
+                        self.name,
+                        crate::units::Size(self.cap)
+                    );
+                }
                 self.tail.push(data);
                 true
             }
@@ -196,19 +225,27 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let mut streams = [
         Stream {
             pipe: child.stdout.take().map(OwnedFd::from),
+            name: "stdout",
             to_stderr: o.stdout_to_stderr,
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
             },
+            cap: o.output_cap,
+            passed: 0,
+            capped: false,
         },
         Stream {
             pipe: child.stderr.take().map(OwnedFd::from),
+            name: "stderr",
             to_stderr: true,
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
             },
+            cap: o.output_cap,
+            passed: 0,
+            capped: false,
         },
     ];
 
@@ -310,6 +347,11 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
         f.failure = Some(StepError::new(Step::Fork, libc::ECHILD));
     }
+    f.output_capped = streams
+        .iter()
+        .filter(|s| s.capped)
+        .map(|s| s.name)
+        .collect();
     let [out, err] = streams;
     f.out = out.tail.buf.into();
     f.err = err.tail.buf.into();

@@ -11,7 +11,8 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// `--repo DIR`, else the git top level above `cwd`, else `cwd` itself.
+    /// `--repo DIR`, else the git top level above `cwd`, else `cwd` itself. `DIR` must name
+    /// its directory without a symlink on the way (compared lexically, `..` included).
     pub fn find(repo_flag: Option<&Path>, cwd: &Path) -> Result<Workspace, String> {
         let cwd = std::fs::canonicalize(cwd)
             .map_err(|e| format!("current directory {}: {e}", cwd.display()))?;
@@ -20,6 +21,17 @@ impl Workspace {
                 let abs = cwd.join(r);
                 let repo = std::fs::canonicalize(&abs)
                     .map_err(|e| format!("--repo {}: {e}", abs.display()))?;
+                // A symlink on the way may be one a sandboxed command planted (an rw run
+                // replaced `packages/app` by a link to a host directory, which the next run
+                // would mount read-write as the repo): never follow one silently.
+                if repo != crate::hostfs::lexical(&cwd, r) {
+                    return Err(format!(
+                        "--repo {}: reached through a symlink (it resolves to {}); pass the \
+                         resolved path if you mean it",
+                        r.display(),
+                        repo.display()
+                    ));
+                }
                 if !repo.is_dir() {
                     return Err(format!("--repo {}: not a directory", repo.display()));
                 }
@@ -70,6 +82,46 @@ mod tests {
         assert_eq!((w.repo.clone(), w.cwd.clone()), (other.clone(), other));
         assert!(Workspace::find(Some(Path::new("/nonexistent/x")), &repo).is_err());
         assert!(Workspace::find(Some(Path::new("/")), &repo).is_err());
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn a_repo_reached_through_a_symlink_is_refused() {
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let t = base
+            .join("target")
+            .join(format!("ws-symlink-test-{}", std::process::id()));
+        let host = t.join("host-dir");
+        std::fs::create_dir_all(t.join("real")).unwrap();
+        std::fs::create_dir_all(&host).unwrap();
+        std::fs::create_dir_all(t.join("mono/packages")).unwrap();
+        std::os::unix::fs::symlink(&host, t.join("mono/packages/app")).unwrap();
+        std::os::unix::fs::symlink(t.join("mono"), t.join("mono-link")).unwrap();
+        std::fs::create_dir_all(t.join("mono/packages/real")).unwrap();
+        let refused = |flag: &str| {
+            let e = Workspace::find(Some(Path::new(flag)), &t).unwrap_err();
+            assert!(e.contains("reached through a symlink"), "{flag}: {e}");
+            e
+        };
+        // the last component, a directory on the way, and `..` after a link
+        let e = refused("mono/packages/app");
+        assert!(
+            e.contains(&format!("it resolves to {}", host.display())),
+            "{e}"
+        );
+        assert!(e.starts_with("--repo mono/packages/app: "), "{e}");
+        refused("mono-link/packages/real");
+        refused(t.join("mono/packages/app").to_str().unwrap());
+        refused("mono/packages/app/../real");
+        // control: the resolved paths, relative or absolute, with `..` and `.`
+        for ok in ["mono/packages/real", "mono/./packages/../packages/real/"] {
+            let w = Workspace::find(Some(Path::new(ok)), &t).unwrap();
+            assert_eq!(w.repo, t.join("mono/packages/real"));
+        }
+        assert_eq!(Workspace::find(Some(&host), &t).unwrap().repo, host);
+        // no --repo: the cwd is the kernel's real path, a symlinked cwd is fine
+        let w = Workspace::find(None, &t.join("mono-link/packages/real")).unwrap();
+        assert_eq!(w.cwd, t.join("mono/packages/real"));
         std::fs::remove_dir_all(&t).unwrap();
     }
 
