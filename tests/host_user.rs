@@ -1,14 +1,20 @@
-//! The host user's side of the boundary (issue 10, finding 5): what a sandbox-run
-//! started by root leaves within reach of an unprivileged host user.
+//! The host user's side of the boundary (issue 10, findings 5 and 8): what a sandbox-run
+//! started by root leaves within reach of an unprivileged host user, and what a hostile run
+//! can take from the host user's own programs.
 //!
 //! - When root runs a repo owned by another user, that user (who wrote the repo) must not be
 //!   able to ptrace stage 2, pid 1 or the workload, nor read their fds through /proc; stage 2
 //!   and pid 1 must hold no controlling terminal and no fd the caller leaked.
+//! - The per-user counts (inotify instances, queued signals) are charged to the workload's
+//!   uid on the host, the same uid as the host user's own programs: a run that takes all it
+//!   can get must leave the host user enough. Checked from the host as that uid while the
+//!   sandbox holds everything it got; the control is the same exhaustion unconfined.
 
 mod common;
 
 use common::*;
 use std::ffi::{CString, OsStr};
+use std::io::{BufRead, BufReader};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -329,4 +335,186 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
         wrong.join("\n"),
         found.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finding 8: per-user counts
+
+/// A process holding what an `*-exhaust` probe took: started, and read until its
+/// `exhausted count=N errno=E` line.
+struct Holder {
+    child: Child,
+    count: usize,
+    line: String,
+}
+
+impl Holder {
+    fn start(mut c: Command, what: &str) -> Holder {
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let cmd = render(&c);
+        let mut child = spawn_retrying(&mut c).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if l.starts_with("exhausted ") {
+                    let _ = tx.send(l);
+                }
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                let o = child.wait_with_output().unwrap();
+                panic!(
+                    "{what}: no `exhausted` line from {cmd}: {:?}\n{}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        };
+        let count = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("count="))
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        Holder { child, count, line }
+    }
+
+    /// End it (SIGTERM: sandbox-run tears the sandbox down) and wait: the counts are freed.
+    fn release(self) {
+        stop(self.child);
+    }
+}
+
+/// From the host, as `uid` (None: as we are): 0 when the call works, else its errno.
+fn host_check(attack: &str, uid: Option<u32>) -> i32 {
+    match attack {
+        "inotify-exhaust" => as_user(uid, || {
+            // SAFETY: plain flags; the fd dies with the child.
+            if unsafe { libc::inotify_init1(libc::IN_CLOEXEC) } >= 0 {
+                0
+            } else {
+                errno()
+            }
+        }),
+        "sigqueue-exhaust" => {
+            let sig = libc::SIGRTMIN() + 1;
+            as_user(uid, move || {
+                // SAFETY: plain data; the signal is blocked, so it stays queued until _exit.
+                unsafe {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, sig);
+                    libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                    let mut info: libc::siginfo_t = std::mem::zeroed();
+                    info.si_signo = sig;
+                    info.si_code = -1; // SI_QUEUE
+                    let me = libc::getpid();
+                    if libc::syscall(libc::SYS_rt_sigqueueinfo, me, sig, &info) == 0 {
+                        0
+                    } else {
+                        errno()
+                    }
+                }
+            })
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Finding 8. For inotify instances, then queued signals. The counts are charged to the
+/// workload's uid in the sandbox's user namespace and, on the host, to the namespace's owner:
+/// the test user itself rootless; root (not the repo's owner, uid 1001) when root runs. Each
+/// uid that could be starved is checked: rootless, the test user; as root, uid 1001 and root.
+///
+/// Control, for each such uid: an unconfined process of that uid takes every unit, and that
+/// uid's own `inotify_init1` / `rt_sigqueueinfo` then fails (so this test can see the
+/// starvation); released, it works again. Then the same exhaustion runs inside a sandbox and
+/// holds what it got: each uid's call still works, and the sandbox got less than the
+/// control. One function, in sequence: the steps share the uids' counters.
+#[test]
+fn a_hostile_run_leaves_the_host_user_inotify_instances_and_queued_signals() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("host-counts");
+    // (uid to switch to, or None: as we are; its name in messages)
+    let (repo, uids): (_, Vec<(Option<u32>, String)>) = if is_root() {
+        match owned_repo(&f) {
+            Some(r) => (
+                r,
+                vec![
+                    (Some(OWNER), format!("the repo owner (uid {OWNER})")),
+                    (None, "root, the namespace's owner".to_string()),
+                ],
+            ),
+            None => return,
+        }
+    } else {
+        (f.repo("repo"), vec![(None, "the test user".to_string())])
+    };
+    let p = f.profile(&Spec::default());
+    let pr = probe();
+    for (attack, what) in [
+        ("inotify-exhaust", "inotify_init1"),
+        ("sigqueue-exhaust", "rt_sigqueueinfo"),
+    ] {
+        let mut control_count = 0;
+        for (uid, who) in &uids {
+            assert_eq!(
+                host_check(attack, *uid),
+                0,
+                "{who}: {what} fails before any run"
+            );
+            let mut host = Command::new(&pr);
+            host.args([attack, "60"]).stdin(Stdio::null());
+            if let Some(u) = uid {
+                host.uid(*u).gid(*u);
+            }
+            let held = Holder::start(host, attack);
+            let starved = host_check(attack, *uid);
+            let control = held.line.clone();
+            control_count = control_count.max(held.count);
+            held.release();
+            eprintln!(
+                "{attack}: {who}, unconfined {control}: {what} {}",
+                errno_name(starved)
+            );
+            assert_ne!(
+                starved, 0,
+                "control: {who}'s {what} still works while an unconfined process of the same \
+                 uid holds everything ({control}): this test could not see the problem"
+            );
+            assert_eq!(
+                host_check(attack, *uid),
+                0,
+                "{who}: {what} fails after the control released its hold"
+            );
+        }
+
+        let argv: Vec<&OsStr> = vec![pr.as_os_str(), OsStr::new(attack), OsStr::new("60")];
+        let held = Holder::start(sandbox_command(&p, &repo, &[], &argv), attack);
+        let during: Vec<(String, i32)> = uids
+            .iter()
+            .map(|(uid, who)| (who.clone(), host_check(attack, *uid)))
+            .collect();
+        let inside = held.line.clone();
+        let inside_count = held.count;
+        held.release();
+        eprintln!("{attack}: in a sandbox {inside}: {what} {during:?}");
+        for (who, e) in during {
+            assert_eq!(
+                e,
+                0,
+                "{who}'s {what} failed ({}) while a sandbox held what it could take ({inside})",
+                errno_name(e)
+            );
+        }
+        assert!(
+            inside_count > 0 && inside_count < control_count,
+            "{attack}: inside {inside}, unconfined at most {control_count}"
+        );
+    }
 }

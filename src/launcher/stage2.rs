@@ -1,8 +1,8 @@
 //! Stage 2: THE function that applies the layers, in order.
 //!
 //! ```text
-//! stage 2 (fresh exec, single-threaded)   setsid, close fds -> namespaces, user
-//!                                          -> (in the cgroup leaf)
+//! stage 2 (fresh exec, single-threaded)   setsid, close fds -> namespaces, user, per-user
+//!                                          limits -> (in the cgroup leaf)
 //!                                          cgroup namespace -> fork
 //!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
@@ -82,8 +82,10 @@ fn run() -> Result<i32, StepError> {
     mark(Phase::SeccompCompiled);
 
     if plan.namespaces {
+        // The host's limits, read before the new namespace hides them.
+        let limits = ns::UserLimits::read()?;
         let net = plan.net == crate::profile::NetMode::None;
-        ns::enter(plan.ids, net, &plan.hostname)?;
+        ns::enter(plan.ids, &limits, net, &plan.hostname)?;
     } else {
         ns::become_user(plan.ids)?;
     }

@@ -53,6 +53,7 @@ pub enum Step {
     SeccompInstall,
     Pdeathsig,
     Cgroup,
+    UserLimits,
 }
 
 impl Step {
@@ -91,6 +92,7 @@ impl Step {
         Step::SeccompInstall,
         Step::Pdeathsig,
         Step::Cgroup,
+        Step::UserLimits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -129,6 +131,7 @@ impl Step {
             Step::SeccompInstall => "seccomp: install",
             Step::Pdeathsig => "process: pdeathsig",
             Step::Cgroup => "cgroup: join",
+            Step::UserLimits => "namespaces: per-user limits",
         }
     }
 

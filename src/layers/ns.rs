@@ -226,9 +226,9 @@ impl MapHelper {
 }
 
 /// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
-/// make `ids` the only ids inside and run as them ([`create`]), and set the hostname and
-/// loopback up.
-pub fn enter(ids: Ids, net: bool, hostname: &str) -> Result<(), StepError> {
+/// make `ids` the only ids inside and run as them ([`create`]), lower the per-user limits
+/// ([`UserLimits`]), and set the hostname and loopback up.
+pub fn enter(ids: Ids, limits: &UserLimits, net: bool, hostname: &str) -> Result<(), StepError> {
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
@@ -237,6 +237,7 @@ pub fn enter(ids: Ids, net: bool, hostname: &str) -> Result<(), StepError> {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     create(ids, flags)?;
+    limits.apply()?;
     // Nothing we mount may propagate back to the host.
     nix::mount::mount(
         None::<&str>,
@@ -258,6 +259,89 @@ pub fn enter(ids: Ids, net: bool, hostname: &str) -> Result<(), StepError> {
 /// user namespace of [`enter`] (CAP_SYS_ADMIN there), which then owns it.
 pub fn enter_cgroup() -> Result<(), StepError> {
     unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| StepError::new(Step::Unshare, e as i32))
+}
+
+/// The per-user counts that the kernel keeps for each user namespace: `/proc/sys/user/NAME`.
+/// inotify and fanotify (instances and watches or marks) and namespaces of each kind.
+const USER_COUNTS: &[&str] = &[
+    "max_inotify_instances",
+    "max_inotify_watches",
+    "max_fanotify_groups",
+    "max_fanotify_marks",
+    "max_user_namespaces",
+    "max_mnt_namespaces",
+    "max_pid_namespaces",
+    "max_ipc_namespaces",
+    "max_uts_namespaces",
+    "max_net_namespaces",
+    "max_cgroup_namespaces",
+    "max_time_namespaces",
+];
+
+/// The sandbox user namespace's limits on the per-user counts, read before it exists.
+///
+/// Why: these counts are kept per (user namespace, uid), and a charge in the sandbox's
+/// namespace is charged again, one level up, to the namespace's owner, and so on up to the
+/// host. A fresh namespace starts unlimited (INT_MAX), so without this a workload could take
+/// the whole host allowance of that uid (128 inotify instances here), and the host user's
+/// own programs (editors, file watchers, systemd --user) would fail while it runs. The uid
+/// charged on the host is the namespace's owner: the caller when rootless; root when root
+/// runs a repo for another user (see [`create`]), whose own counts on the host are then not
+/// touched at all.
+///
+/// What: half of each limit of the namespace stage 2 starts in (the host's, or a
+/// container's), written into the new namespace by its creator (CAP_SYS_RESOURCE there; the
+/// workload drops every capability, so it cannot raise them back, and a namespace it might
+/// nest is charged against these too). Half, because whatever the workload does, the owner
+/// keeps the other half for its own programs, and half of the defaults (64 inotify
+/// instances, ~96k watches, thousands of namespaces) is still far more than a build, a test
+/// runner in watch mode or a dev server uses. (Several hostile runs at once, by the same
+/// caller, each get half: two of them can still take it all.) The namespace counts are
+/// halved for the same reason, though seccomp refuses new user namespaces to the workload
+/// anyway.
+///
+/// A run without namespaces (degraded) has no namespace to set these in: there the workload
+/// is charged directly to its own uid on the host, inotify included, and only the rlimits
+/// (RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE, see rlimits.rs) bound it.
+#[derive(Debug, Clone, Default)]
+pub struct UserLimits {
+    /// `/proc/sys/user/NAME` and the value to write there.
+    set: Vec<(String, String)>,
+}
+
+impl UserLimits {
+    /// Read the current namespace's limits (call before unsharing). A count this kernel
+    /// does not have (no file) is skipped; any other failure to read is an error.
+    pub fn read() -> Result<UserLimits, StepError> {
+        let mut set = Vec::new();
+        for name in USER_COUNTS {
+            let path = format!("/proc/sys/user/{name}");
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(StepError::new(
+                        Step::UserLimits,
+                        e.raw_os_error().unwrap_or(libc::EIO),
+                    ))
+                }
+            };
+            let host: u64 = text
+                .trim()
+                .parse()
+                .map_err(|_| StepError::new(Step::UserLimits, libc::EINVAL))?;
+            set.push((path, (host / 2).to_string()));
+        }
+        Ok(UserLimits { set })
+    }
+
+    /// Write the lowered limits. Call in the new user namespace, as its creator.
+    fn apply(&self) -> Result<(), StepError> {
+        for (path, value) in &self.set {
+            write_proc(path, value, Step::UserLimits)?;
+        }
+        Ok(())
+    }
 }
 
 fn write_proc(path: &str, text: &str, step: Step) -> Result<(), StepError> {
