@@ -44,6 +44,8 @@ kernel:    unshare-user | clone-newuser | clone3 | mount-tmpfs DIR | io-uring | 
 state:     status | fds | read-fd N | stdin | env | getenv NAME | hostname | whoami | pid
 behaviour: sleep SECS | fork-daemon SECS [FILE] | ignore-term-sleep SECS | spin SECS
            alloc MIB | fork-bomb N | write-bytes N
+per-user:  inotify-exhaust SECS | sigqueue-exhaust SECS  (take all, print `exhausted
+           count=N errno=E`, hold them SECS)
 
 prints `ATTACK: ok ...`, `ATTACK: denied errno=N (NAME)` or `ATTACK: killed signal=N (NAME)`;
 exits 0 when the attempt succeeded, 1 when the kernel refused it, 2 on a usage error.";
@@ -1306,8 +1308,73 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),
+        "inotify-exhaust" => inotify_exhaust(args),
+        "sigqueue-exhaust" => sigqueue_exhaust(args),
         _ => Err(usage(&format!("unknown attack `{attack}`"))),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// per-user counts: take every unit the kernel grants this uid, say how many, hold them
+
+/// Print `exhausted count=N errno=E` (before the result line: the caller acts on it while we
+/// hold), then hold for SECS.
+fn hold(count: usize, err: i32, d: Duration) -> Outcome {
+    println!("exhausted count={count} errno={err}");
+    flush();
+    sleep_for(d);
+    ok_with(format!("count={count} errno={err}"))
+}
+
+/// inotify instances, until inotify_init1 fails (EMFILE: the per-user limit, or RLIMIT_NOFILE).
+fn inotify_exhaust(args: &[String]) -> Outcome {
+    let d = secs(args, 0)?;
+    let mut count = 0;
+    let err = loop {
+        // SAFETY: plain flags; the fd is kept open on purpose until we exit.
+        if unsafe { libc::inotify_init1(libc::IN_CLOEXEC) } < 0 {
+            break errno();
+        }
+        count += 1;
+        if count == 1_000_000 {
+            break 0;
+        }
+    };
+    hold(count, err, d)
+}
+
+/// Real-time signals queued to ourselves (blocked, so they stay queued) until
+/// rt_sigqueueinfo fails (EAGAIN: RLIMIT_SIGPENDING, or the per-user count above it).
+fn sigqueue_exhaust(args: &[String]) -> Outcome {
+    let d = secs(args, 0)?;
+    let sig = libc::SIGRTMIN();
+    // SAFETY: sigset and siginfo are plain data; the calls write only into them or signal us.
+    let (count, err) = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        check_i(libc::sigprocmask(
+            libc::SIG_BLOCK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        info.si_signo = sig;
+        info.si_code = -1; // SI_QUEUE
+        let me = libc::getpid();
+        let mut count = 0usize;
+        let err = loop {
+            if libc::syscall(libc::SYS_rt_sigqueueinfo, me, sig, &info) < 0 {
+                break errno();
+            }
+            count += 1;
+            if count == 1_000_000 {
+                break 0;
+            }
+        };
+        (count, err)
+    };
+    hold(count, err, d)
 }
 
 fn main() {

@@ -377,13 +377,33 @@ fn spawn_stage2(rec_w: OwnedFd, piped: bool) -> Result<Child, String> {
         .stdin(Stdio::piped())
         .stdout(out())
         .stderr(out());
-    // SAFETY: runs between fork and exec of the child: dup2 and sigprocmask are
-    // async-signal-safe and touch only the child's own fd table and mask.
+    // SAFETY: runs between fork and exec of the child: setsid, dup2, fcntl, close_range and
+    // sigprocmask are async-signal-safe and touch only the child's own session, fd table and
+    // mask.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(w, channel::FD) < 0 {
+            // A session of its own: stage 2 must never hold the caller's controlling
+            // terminal (see stage2::detach, which checks again).
+            if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if w == channel::FD {
+                // dup2 onto itself would keep close-on-exec set.
+                if libc::fcntl(w, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(w, channel::FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Nothing the caller leaked to us (fds without close-on-exec) reaches stage 2.
+            // Close-on-exec rather than close: std's own error pipe must stay open until exec.
+            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+            libc::syscall(
+                libc::SYS_close_range,
+                channel::FD as libc::c_uint + 1,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            );
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());

@@ -1,7 +1,8 @@
 //! Stage 2: THE function that applies the layers, in order.
 //!
 //! ```text
-//! stage 2 (fresh exec, single-threaded)   user -> namespaces -> (in the cgroup leaf)
+//! stage 2 (fresh exec, single-threaded)   setsid, close fds -> namespaces, user, per-user
+//!                                          limits -> (in the cgroup leaf)
 //!                                          cgroup namespace -> fork
 //!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
@@ -63,6 +64,7 @@ pub fn main() -> ! {
 }
 
 fn run() -> Result<i32, StepError> {
+    detach()?;
     let mut input = std::io::stdin().lock();
     let plan = read_plan(&mut input)?;
     // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
@@ -79,9 +81,13 @@ fn run() -> Result<i32, StepError> {
     };
     mark(Phase::SeccompCompiled);
 
-    ns::become_user(plan.ids)?;
     if plan.namespaces {
-        ns::enter(plan.net == crate::profile::NetMode::None, &plan.hostname)?;
+        // The host's limits, read before the new namespace hides them.
+        let limits = ns::UserLimits::read()?;
+        let net = plan.net == crate::profile::NetMode::None;
+        ns::enter(plan.ids, &limits, net, &plan.hostname)?;
+    } else {
+        ns::become_user(plan.ids)?;
     }
     // After the credential changes above, which clear the parent-death signal.
     die_with_parent(plan.supervisor_pid)?;
@@ -149,6 +155,32 @@ fn git_views(plan: &Plan) -> (Vec<std::path::PathBuf>, u64) {
         })
         .collect();
     (dirs, cap)
+}
+
+/// First thing: a session of our own, so no controlling terminal (the caller's, often root's,
+/// where TIOCSTI could push keystrokes into its shell), and no fds but the ones stage 2 needs:
+/// stdin (the plan pipe), stdout and stderr (the command's), and the record channel (fd 3).
+/// Whatever else the caller leaked to sandbox-run is closed before anything else runs. The
+/// supervisor does the same before exec (`spawn_stage2`); this makes stage 2 not depend on it.
+fn detach() -> Result<(), StepError> {
+    // SAFETY: getsid/getpid/setsid take no pointers.
+    if unsafe { libc::getsid(0) != libc::getpid() && libc::setsid() < 0 } {
+        return Err(StepError::last(Step::Setsid));
+    }
+    let first = channel::FD as libc::c_uint + 1;
+    // SAFETY: close_range takes plain integers; nothing in this process uses fds above 3 yet.
+    if unsafe { libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) } != 0 {
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if e != libc::ENOSYS {
+            return Err(StepError::new(Step::CloseFds, e));
+        }
+        // Before Linux 5.9: one by one.
+        for fd in first..4096 {
+            // SAFETY: closing an fd that may not be open fails harmlessly.
+            unsafe { libc::close(fd as i32) };
+        }
+    }
+    Ok(())
 }
 
 /// The plan from stdin: its length (u64, little-endian), then its JSON.

@@ -56,6 +56,7 @@ pub enum Step {
     Cgroup,
     GitView,
     GitCopyBack,
+    UserLimits,
 }
 
 impl Step {
@@ -96,6 +97,7 @@ impl Step {
         Step::Cgroup,
         Step::GitView,
         Step::GitCopyBack,
+        Step::UserLimits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -136,6 +138,7 @@ impl Step {
             Step::Cgroup => "cgroup: join",
             Step::GitView => "mounts: git dir view",
             Step::GitCopyBack => "git: copy back HEAD, index and friends",
+            Step::UserLimits => "namespaces: per-user limits",
         }
     }
 

@@ -3,8 +3,10 @@
 //! Child side only, in stage 2 (a freshly exec'd, single-threaded process: `unshare` of a user
 //! namespace fails in a multi-threaded one). One `unshare` creates the user namespace first and
 //! the others owned by it, which gives stage 2 the capabilities to set them up; the uid/gid
-//! maps then make the caller's ids the only ids that exist inside. `CLONE_NEWPID` takes effect
-//! for the children: the next fork is pid 1 of the sandbox.
+//! maps then make the workload's ids the only ids that exist inside. When root runs a repo
+//! for another user, root owns the namespace and the user's ids are mapped into it, so that
+//! user can neither ptrace the sandbox's processes nor enter its namespaces (see [`create`]).
+//! `CLONE_NEWPID` takes effect for the children: the next fork is pid 1 of the sandbox.
 
 use crate::layers::{Step, StepError};
 use nix::sched::{unshare, CloneFlags};
@@ -19,40 +21,47 @@ pub struct Ids {
     pub gid: u32,
 }
 
-/// When stage 2 runs as root but the workload is to run as someone else (the repo's owner, or
-/// the profile's uid): become that user for good, before any namespace exists, so the whole
-/// sandbox is set up exactly as that user would set it up, and a kernel bug reached from
-/// inside lands on an unprivileged host uid.
+/// Without namespaces (a degraded run): when stage 2 runs as root but the workload is to run
+/// as someone else (the repo's owner, or the profile's uid), become that user for good.
+/// The uid change leaves the process non-dumpable (whatever `fs.suid_dumpable` says, we make
+/// sure), and so it stays: that user may not ptrace stage 2 or pid 1, which hold the
+/// supervisor's output fds. See [`enter`] for the namespaced case.
 pub fn become_user(ids: Ids) -> Result<(), StepError> {
-    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
     if nix::unistd::geteuid().is_root() && ids.uid != 0 {
-        setgroups(&[]).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
-        let g = Gid::from_raw(ids.gid);
-        setresgid(g, g, g).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
-        let u = Uid::from_raw(ids.uid);
-        setresuid(u, u, u).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
-        // Leaving uid 0 made us non-dumpable, which makes /proc/self/{setgroups,uid_map}
-        // root-owned: we could no longer map our own ids. We are now that user in every
-        // respect, so being dumpable (ptraceable by that user) gives nothing away.
-        // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) } != 0 {
-            return Err(StepError::last(Step::Setuid));
-        }
+        nix::unistd::setgroups(&[]).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+        set_ids(ids)?;
     }
     Ok(())
 }
 
-/// Can `ids` create a user namespace and map themselves, as stage 2 would? Asked only for
-/// profiles that mark namespaces best-effort, and answered by trying, in a forked child that
-/// first becomes `ids` like stage 2: whatever decided (the sysctls, AppArmor's userns
-/// restriction, a container's seccomp profile), the attempt is the authority. The errno when
-/// they cannot.
+/// setresgid + setresuid to `ids`, then non-dumpable.
+fn set_ids(ids: Ids) -> Result<(), StepError> {
+    use nix::unistd::{setresgid, setresuid, Gid, Uid};
+    let g = Gid::from_raw(ids.gid);
+    setresgid(g, g, g).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+    let u = Uid::from_raw(ids.uid);
+    setresuid(u, u, u).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+    // The kernel already made us non-dumpable when the euid changed, unless
+    // fs.suid_dumpable is 1 or 2: say it ourselves. Non-dumpable, and with our memory
+    // belonging to the initial user namespace (this binary was exec'd there), only
+    // CAP_SYS_PTRACE on the host may attach to us or to pid 1 (which inherits both).
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(StepError::last(Step::Setuid));
+    }
+    Ok(())
+}
+
+/// Can `ids` get a user namespace as stage 2 would get it? Asked only for profiles that mark
+/// namespaces best-effort, and answered by trying [`create`] (the very steps of stage 2) in
+/// a forked child: whatever decided (the sysctls, AppArmor's userns restriction, a
+/// container's seccomp profile), the attempt is the authority. The errno when they cannot.
 pub fn available(ids: Ids) -> Result<(), i32> {
     // SAFETY: the supervisor has started no threads, so the child may run ordinary code; it
     // leaves with _exit and never returns into the parent's stack.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
-            let errno = match become_user(ids).and_then(|()| map_self(CloneFlags::empty())) {
+            let errno = match create(ids, CloneFlags::empty()) {
                 Ok(()) => 0,
                 Err(e) => e.errno.clamp(1, 255),
             };
@@ -67,6 +76,42 @@ pub fn available(ids: Ids) -> Result<(), i32> {
         },
         Err(e) => Err(e as i32),
     }
+}
+
+/// Create the user namespace (with `others` owned by it), make `ids` the only ids that exist
+/// in it, and run as them.
+///
+/// Run by an unprivileged caller (or by root for a root workload): the namespace is the
+/// caller's own, and it maps its own ids ([`map_self`]).
+///
+/// Run by root for another user: the namespace is created while still root, so root owns it,
+/// not the user; then we become the user inside it. Becoming the user first (as before) made
+/// the namespace the user's, and stage 2 had to be dumpable to write its own uid_map: the
+/// user could ptrace stage 2 and pid 1 and use root's terminal and fds. Now:
+/// - stage 2 and pid 1 are non-dumpable and their memory belongs to the initial namespace:
+///   ptrace and /proc/PID/{fd,mem,environ} need CAP_SYS_PTRACE on the host;
+/// - the workload lives in a namespace the user does not own: the user has no capability in
+///   it (no ptrace of the workload, no setns into the sandbox's namespaces);
+/// - inside, stage 2 keeps every capability of the namespace's creator across the uid
+///   change: cap_emulate_setxuid clears them only when leaving the namespace's uid 0, and
+///   uid 0 is not mapped in it (`make_kuid(ns, 0)` is invalid, so no old id equals it).
+///
+/// A process inside a user namespace cannot write its maps unless they map its own euid
+/// (which would be host root: never) or it has CAP_SETUID in the parent namespace (which it
+/// lost with the unshare). So a helper forked beforehand, still root on the host, writes
+/// them: [`MapHelper`]. Its fork costs about 0.1 ms, in root-run-for-a-user runs only.
+fn create(ids: Ids, others: CloneFlags) -> Result<(), StepError> {
+    if !nix::unistd::geteuid().is_root() || ids.uid == 0 {
+        return map_self(others);
+    }
+    // Supplementary groups: drop them now; inside, setgroups will be denied.
+    nix::unistd::setgroups(&[]).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
+    let helper = MapHelper::start(ids)?;
+    let unshared = unshare(CloneFlags::CLONE_NEWUSER | others)
+        .map_err(|e| StepError::new(Step::UnshareUser, e as i32));
+    helper.finish(unshared.is_ok())?;
+    unshared?;
+    set_ids(ids)
 }
 
 /// Create a user namespace (with `others` owned by it) and map our own ids in it.
@@ -88,9 +133,102 @@ fn map_self(others: CloneFlags) -> Result<(), StepError> {
     )
 }
 
+/// A child of stage 2 that stays root on the host and writes stage 2's setgroups, uid_map
+/// and gid_map once stage 2 has unshared its user namespace (see [`create`]). Everything it
+/// writes is prepared before the fork; it reports a failure as one channel record on a pipe.
+struct MapHelper {
+    pid: nix::unistd::Pid,
+    go: std::os::fd::OwnedFd,
+    result: std::os::fd::OwnedFd,
+}
+
+impl MapHelper {
+    fn start(ids: Ids) -> Result<MapHelper, StepError> {
+        use std::ffi::CString;
+        use std::os::fd::AsRawFd;
+        let me = std::process::id();
+        let c = |s: String| CString::new(s).map_err(|_| StepError::new(Step::UidMap, libc::EINVAL));
+        let writes = [
+            (
+                c(format!("/proc/{me}/setgroups"))?,
+                c("deny".into())?,
+                Step::Setgroups,
+            ),
+            (
+                c(format!("/proc/{me}/uid_map"))?,
+                c(format!("{0} {0} 1\n", ids.uid))?,
+                Step::UidMap,
+            ),
+            (
+                c(format!("/proc/{me}/gid_map"))?,
+                c(format!("{0} {0} 1\n", ids.gid))?,
+                Step::GidMap,
+            ),
+        ];
+        let pipe = || {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| StepError::new(Step::UidMap, e as i32))
+        };
+        let (go_r, go_w) = pipe()?;
+        let (res_r, res_w) = pipe()?;
+        // SAFETY: stage 2 (and the supervisor's probe child) is single-threaded; the child
+        // only makes raw system calls on the data prepared above and leaves with _exit.
+        match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
+            nix::unistd::ForkResult::Child => {
+                // SAFETY: raw calls on our fds and the NUL-terminated strings above.
+                unsafe {
+                    libc::close(go_w.as_raw_fd());
+                    libc::close(res_r.as_raw_fd());
+                    let mut b = 0u8;
+                    // One byte: stage 2 has unshared. End of file: it could not; nothing to do.
+                    if libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1) != 1 {
+                        libc::_exit(0);
+                    }
+                    for (path, text, step) in &writes {
+                        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                        let len = text.as_bytes().len();
+                        if fd < 0 || libc::write(fd, text.as_ptr().cast(), len) != len as isize {
+                            let rec =
+                                crate::launcher::channel::Record::Failed(StepError::last(*step))
+                                    .encode();
+                            libc::write(res_w.as_raw_fd(), rec.as_ptr().cast(), rec.len());
+                            libc::_exit(1);
+                        }
+                        libc::close(fd);
+                    }
+                    libc::_exit(0)
+                }
+            }
+            nix::unistd::ForkResult::Parent { child } => Ok(MapHelper {
+                pid: child,
+                go: go_w,
+                result: res_r,
+            }),
+        }
+    }
+
+    /// Let the helper write the maps (when `unshared`), wait for it, and return its verdict.
+    fn finish(self, unshared: bool) -> Result<(), StepError> {
+        use crate::launcher::channel::{Record, SIZE};
+        if unshared {
+            let _ = nix::unistd::write(&self.go, b"u");
+        }
+        drop(self.go);
+        let mut rec = [0u8; SIZE];
+        let n = nix::unistd::read(&self.result, &mut rec).unwrap_or(0);
+        let status = nix::sys::wait::waitpid(self.pid, None);
+        match (n == SIZE).then(|| Record::decode(rec)).flatten() {
+            Some(Record::Failed(e)) => Err(e),
+            _ if matches!(status, Ok(nix::sys::wait::WaitStatus::Exited(_, 0))) => Ok(()),
+            _ => Err(StepError::new(Step::UidMap, libc::ECHILD)),
+        }
+    }
+}
+
 /// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
-/// map our own ids, and set the hostname and loopback up.
-pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
+/// make `ids` the only ids inside and run as them ([`create`]), lower the per-user limits
+/// ([`UserLimits`]), and set the hostname and loopback up.
+pub fn enter(ids: Ids, limits: &UserLimits, net: bool, hostname: &str) -> Result<(), StepError> {
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
@@ -98,7 +236,8 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    map_self(flags)?;
+    create(ids, flags)?;
+    limits.apply()?;
     // Nothing we mount may propagate back to the host.
     nix::mount::mount(
         None::<&str>,
@@ -120,6 +259,89 @@ pub fn enter(net: bool, hostname: &str) -> Result<(), StepError> {
 /// user namespace of [`enter`] (CAP_SYS_ADMIN there), which then owns it.
 pub fn enter_cgroup() -> Result<(), StepError> {
     unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|e| StepError::new(Step::Unshare, e as i32))
+}
+
+/// The per-user counts that the kernel keeps for each user namespace: `/proc/sys/user/NAME`.
+/// inotify and fanotify (instances and watches or marks) and namespaces of each kind.
+const USER_COUNTS: &[&str] = &[
+    "max_inotify_instances",
+    "max_inotify_watches",
+    "max_fanotify_groups",
+    "max_fanotify_marks",
+    "max_user_namespaces",
+    "max_mnt_namespaces",
+    "max_pid_namespaces",
+    "max_ipc_namespaces",
+    "max_uts_namespaces",
+    "max_net_namespaces",
+    "max_cgroup_namespaces",
+    "max_time_namespaces",
+];
+
+/// The sandbox user namespace's limits on the per-user counts, read before it exists.
+///
+/// Why: these counts are kept per (user namespace, uid), and a charge in the sandbox's
+/// namespace is charged again, one level up, to the namespace's owner, and so on up to the
+/// host. A fresh namespace starts unlimited (INT_MAX), so without this a workload could take
+/// the whole host allowance of that uid (128 inotify instances here), and the host user's
+/// own programs (editors, file watchers, systemd --user) would fail while it runs. The uid
+/// charged on the host is the namespace's owner: the caller when rootless; root when root
+/// runs a repo for another user (see [`create`]), whose own counts on the host are then not
+/// touched at all.
+///
+/// What: half of each limit of the namespace stage 2 starts in (the host's, or a
+/// container's), written into the new namespace by its creator (CAP_SYS_RESOURCE there; the
+/// workload drops every capability, so it cannot raise them back, and a namespace it might
+/// nest is charged against these too). Half, because whatever the workload does, the owner
+/// keeps the other half for its own programs, and half of the defaults (64 inotify
+/// instances, ~96k watches, thousands of namespaces) is still far more than a build, a test
+/// runner in watch mode or a dev server uses. (Several hostile runs at once, by the same
+/// caller, each get half: two of them can still take it all.) The namespace counts are
+/// halved for the same reason, though seccomp refuses new user namespaces to the workload
+/// anyway.
+///
+/// A run without namespaces (degraded) has no namespace to set these in: there the workload
+/// is charged directly to its own uid on the host, inotify included, and only the rlimits
+/// (RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE, see rlimits.rs) bound it.
+#[derive(Debug, Clone, Default)]
+pub struct UserLimits {
+    /// `/proc/sys/user/NAME` and the value to write there.
+    set: Vec<(String, String)>,
+}
+
+impl UserLimits {
+    /// Read the current namespace's limits (call before unsharing). A count this kernel
+    /// does not have (no file) is skipped; any other failure to read is an error.
+    pub fn read() -> Result<UserLimits, StepError> {
+        let mut set = Vec::new();
+        for name in USER_COUNTS {
+            let path = format!("/proc/sys/user/{name}");
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(StepError::new(
+                        Step::UserLimits,
+                        e.raw_os_error().unwrap_or(libc::EIO),
+                    ))
+                }
+            };
+            let host: u64 = text
+                .trim()
+                .parse()
+                .map_err(|_| StepError::new(Step::UserLimits, libc::EINVAL))?;
+            set.push((path, (host / 2).to_string()));
+        }
+        Ok(UserLimits { set })
+    }
+
+    /// Write the lowered limits. Call in the new user namespace, as its creator.
+    fn apply(&self) -> Result<(), StepError> {
+        for (path, value) in &self.set {
+            write_proc(path, value, Step::UserLimits)?;
+        }
+        Ok(())
+    }
 }
 
 fn write_proc(path: &str, text: &str, step: Step) -> Result<(), StepError> {
