@@ -471,3 +471,26 @@ pub fn toolchain_dirs(
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Network;
+
+    #[test]
+    fn listen_is_denied_only_with_the_host_network_and_no_bind_port() {
+        let net = |tcp_bind: Vec<u16>| Network {
+            mode: NetMode::None,
+            tcp_connect: Vec::new(),
+            tcp_bind,
+        };
+        let deny = |mode, n: &Network| plan_seccomp(mode, n).deny_listen;
+        assert!(deny(NetMode::Host, &net(vec![])));
+        assert!(!deny(NetMode::Host, &net(vec![8080])));
+        assert!(!deny(NetMode::None, &net(vec![])));
+        assert!(!deny(NetMode::None, &net(vec![8080])));
+        // a plan from an older supervisor (no field) deserializes with the default
+        let o: seccomp::Options = serde_json::from_str("{}").unwrap();
+        assert!(!o.deny_listen);
+    }
+}

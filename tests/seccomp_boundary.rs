@@ -52,10 +52,8 @@ fn chmod_cannot_make_a_set_id_binary_in_a_writable_repo() {
     let repo = f.repo("repo");
     let p = f.profile(&Spec::default().repo("rw"));
     let bin = repo.join("id");
-    let from = Path::new("/usr/bin/id")
-        .is_file()
-        .then(|| PathBuf::from("/usr/bin/id"))
-        .unwrap_or_else(probe);
+    let id = PathBuf::from("/usr/bin/id");
+    let from = if id.is_file() { id } else { probe() };
     run_probe(&p, &repo, &[], &["copy", s(&from), s(&bin)]).assert_ok();
     assert!(bin.is_file(), "the copy did not land in the repo");
 
