@@ -41,6 +41,12 @@ processes: kill PID [SIG] | ptrace-attach PID | ptrace-traceme
 kernel:    unshare-user | clone-newuser | clone3 | mount-tmpfs DIR | io-uring | keyctl | bpf
            userfaultfd | perf-event-open | int80-getpid | x32-getpid | personality-norandom
            tiocsti FD [HIGHBITS]
+boundary:  copy FROM TO | chmod PATH MODE | fchmod PATH MODE | fchmodat2 PATH MODE
+           creat PATH MODE | open-creat PATH MODE | tmpfile-link DIR PATH MODE
+           openat2-creat PATH MODE | mknod-reg PATH MODE | setxattr PATH NAME VALUE
+           file-cap PATH | io-setup | mptcp-connect HOST:PORT | tcp-fastopen HOST:PORT
+           tcp-fastopen-connect HOST:PORT | listen-autobind | vsock-bind | raw-socket
+           packet-socket                                  (MODE in octal)
 state:     status | fds | read-fd N | stdin | env | getenv NAME | hostname | whoami | pid
 behaviour: sleep SECS | fork-daemon SECS [FILE] | ignore-term-sleep SECS | spin SECS
            alloc MIB | fork-bomb N | write-bytes N
@@ -1171,6 +1177,410 @@ fn write_bytes(args: &[String]) -> Outcome {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The host boundary in seccomp: set-ID modes, file capabilities, legacy AIO, socket kinds that
+// landlock's TCP rules do not see, TCP Fast Open, listen's autobind, vsock.
+
+fn octal(args: &[String], i: usize, what: &str) -> Result<u32, Fail> {
+    let s = arg(args, i, what)?;
+    u32::from_str_radix(s, 8).map_err(|_| usage(&format!("{what}: not an octal mode: {s}")))
+}
+
+/// `copy FROM TO`: copies a file (created 0755, no special bits), e.g. a binary into the repo.
+fn copy_file(args: &[String]) -> Outcome {
+    let from = open(arg(args, 0, "FROM")?, libc::O_RDONLY)?;
+    let to = cpath(arg(args, 1, "TO")?)?;
+    // SAFETY: a valid C string; plain open with a mode.
+    let fd = unsafe {
+        libc::open(
+            to.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o755 as libc::c_uint,
+        )
+    };
+    let fd = check_i(fd).inspect_err(|_| close(from))?;
+    let mut buf = [0u8; 65536];
+    let mut total = 0usize;
+    let r = loop {
+        // SAFETY: buf is a valid writable buffer of its length.
+        let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            break Err(Fail::Errno(errno()));
+        }
+        if n == 0 {
+            break Ok(());
+        }
+        if let Err(e) = write_all(fd, &buf[..n as usize]) {
+            break Err(e);
+        }
+        total += n as usize;
+    };
+    close(from);
+    close(fd);
+    r?;
+    ok_with(format!("bytes={total}"))
+}
+
+/// `chmod PATH MODE`: the raw `fchmodat` (what glibc's `chmod` calls), MODE in octal.
+fn chmod_path(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    // SAFETY: a valid C string.
+    check(unsafe { libc::syscall(libc::SYS_fchmodat, libc::AT_FDCWD, p.as_ptr(), mode, 0) })?;
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `fchmod PATH MODE`: open, then `fchmod` the fd.
+fn fchmod_path(args: &[String]) -> Outcome {
+    let fd = open(arg(args, 0, "PATH")?, libc::O_RDONLY)?;
+    let mode = octal(args, 1, "MODE")?;
+    // SAFETY: fchmod on our own fd.
+    let r = check(unsafe { libc::syscall(libc::SYS_fchmod, fd, mode) });
+    close(fd);
+    r?;
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `fchmodat2 PATH MODE`: the newer call (nr 452, with flags).
+fn fchmodat2(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    // SAFETY: a valid C string; flags 0.
+    check(unsafe { libc::syscall(452, libc::AT_FDCWD, p.as_ptr(), mode, 0) })?;
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `creat PATH MODE`: the raw `creat` where the architecture has it, else `openat` with
+/// `O_CREAT|O_WRONLY|O_TRUNC` (which is what `creat` means).
+fn creat_path(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a valid C string.
+    let fd = check(unsafe { libc::syscall(libc::SYS_creat, p.as_ptr(), mode) })?;
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: a valid C string.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            mode,
+        )
+    })?;
+    close(fd as libc::c_int);
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `open-creat PATH MODE`: raw `openat(O_CREAT|O_WRONLY|O_CLOEXEC)`.
+fn open_creat(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    // SAFETY: a valid C string.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            mode,
+        )
+    })?;
+    close(fd as libc::c_int);
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `tmpfile-link DIR PATH MODE`: an unnamed `O_TMPFILE` file in DIR with MODE, then linked
+/// in at PATH through /proc/self/fd.
+fn tmpfile_link(args: &[String]) -> Outcome {
+    let dir = cpath(arg(args, 0, "DIR")?)?;
+    let path = cpath(arg(args, 1, "PATH")?)?;
+    let mode = octal(args, 2, "MODE")?;
+    // SAFETY: a valid C string.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            dir.as_ptr(),
+            libc::O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
+            mode,
+        )
+    })? as libc::c_int;
+    let proc_fd = cpath(&format!("/proc/self/fd/{fd}"))?;
+    // SAFETY: valid C strings.
+    let r = check_i(unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_fd.as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    });
+    close(fd);
+    r?;
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `openat2-creat PATH MODE`: `openat2` with `O_CREAT` (its mode is in memory).
+fn openat2_creat(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    // struct open_how { u64 flags; u64 mode; u64 resolve; }
+    let how: [u64; 3] = [
+        (libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC) as u64,
+        mode as u64,
+        0,
+    ];
+    // SAFETY: a valid C string and a valid open_how of its size.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            how.as_ptr(),
+            std::mem::size_of_val(&how),
+        )
+    })?;
+    close(fd as libc::c_int);
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `mknod-reg PATH MODE`: `mknodat(S_IFREG | MODE)`.
+fn mknod_reg(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let mode = octal(args, 1, "MODE")?;
+    // SAFETY: a valid C string.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mknodat,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            libc::S_IFREG | mode,
+            0,
+        )
+    })?;
+    ok_with(format!("mode={mode:o}"))
+}
+
+/// `setxattr PATH NAME VALUE`: a plain string value.
+fn setxattr(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    let name = cpath(arg(args, 1, "NAME")?)?;
+    let value = arg(args, 2, "VALUE")?;
+    // SAFETY: valid C strings and a buffer of the given length.
+    check_i(unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })?;
+    ok()
+}
+
+/// `file-cap PATH`: a `security.capability` xattr (revision 2) granting `CAP_SETUID`,
+/// permitted and effective: what `setcap cap_setuid+ep PATH` writes.
+fn file_cap(args: &[String]) -> Outcome {
+    let p = cpath(arg(args, 0, "PATH")?)?;
+    const VFS_CAP_REVISION_2: u32 = 0x0200_0000;
+    const VFS_CAP_FLAGS_EFFECTIVE: u32 = 1;
+    let setuid = 1u32 << 7; // CAP_SETUID
+                            // magic_etc, then {permitted, inheritable} for the low and high 32 capabilities.
+    let words = [
+        VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE,
+        setuid,
+        0,
+        0,
+        0,
+    ];
+    let mut value = Vec::with_capacity(20);
+    for w in words {
+        value.extend_from_slice(&w.to_le_bytes());
+    }
+    let name = cpath("security.capability")?;
+    // SAFETY: valid C strings and a buffer of the given length.
+    check_i(unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })?;
+    ok()
+}
+
+/// `io-setup`: a legacy AIO context (`io_setup(1)`), destroyed at once.
+fn io_setup() -> Outcome {
+    let mut ctx: libc::c_ulong = 0;
+    // SAFETY: io_setup writes one aio_context_t into ctx.
+    check(unsafe { libc::syscall(libc::SYS_io_setup, 1, &mut ctx as *mut libc::c_ulong) })?;
+    // SAFETY: destroying the context we created.
+    unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
+    ok()
+}
+
+/// A blocking IP socket of `type_` and `proto`, with 5 s send and receive timeouts.
+fn ip_socket(a: &SocketAddr, type_: libc::c_int, proto: libc::c_int) -> Result<libc::c_int, Fail> {
+    // SAFETY: plain socket call.
+    let fd = check_i(unsafe { libc::socket(family(a), type_ | libc::SOCK_CLOEXEC, proto) })?;
+    let tv = libc::timeval {
+        tv_sec: 5,
+        tv_usec: 0,
+    };
+    for opt in [libc::SO_SNDTIMEO, libc::SO_RCVTIMEO] {
+        // SAFETY: a timeval of its size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+    }
+    Ok(fd)
+}
+
+/// `mptcp-connect HOST:PORT`: an MPTCP socket (`IPPROTO_MPTCP`, 262), then connect.
+fn mptcp_connect(args: &[String]) -> Outcome {
+    let a = resolve(arg(args, 0, "HOST:PORT")?)?;
+    let (ss, len) = sockaddr(&a);
+    let fd = ip_socket(&a, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 262)?;
+    let r = connect_fd(fd, &ss, len);
+    close(fd);
+    r?;
+    ok_with(format!("addr={a}"))
+}
+
+/// `tcp-fastopen HOST:PORT`: `sendto(MSG_FASTOPEN)` of one byte: connect and send in one call.
+fn tcp_fastopen(args: &[String]) -> Outcome {
+    let a = resolve(arg(args, 0, "HOST:PORT")?)?;
+    let (ss, len) = sockaddr(&a);
+    let fd = ip_socket(&a, libc::SOCK_STREAM, 0)?;
+    // SAFETY: one byte from a static buffer; ss holds a valid address of length len.
+    let r = check(unsafe {
+        libc::sendto(
+            fd,
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_FASTOPEN | libc::MSG_NOSIGNAL,
+            &ss as *const _ as *const libc::sockaddr,
+            len,
+        ) as libc::c_long
+    });
+    close(fd);
+    r?;
+    ok_with(format!("addr={a}"))
+}
+
+/// `tcp-fastopen-connect HOST:PORT`: `setsockopt(TCP_FASTOPEN_CONNECT)`, then connect (a
+/// landlock refusal of the connect is `EACCES`, a seccomp refusal of the option `EPERM`).
+fn tcp_fastopen_connect(args: &[String]) -> Outcome {
+    let a = resolve(arg(args, 0, "HOST:PORT")?)?;
+    let (ss, len) = sockaddr(&a);
+    let fd = ip_socket(&a, libc::SOCK_STREAM, 0)?;
+    let one: libc::c_int = 1;
+    // SAFETY: an int of its size.
+    let r = check_i(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            30, // TCP_FASTOPEN_CONNECT
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    });
+    let r = match r {
+        // SAFETY: ss holds a valid address of length len.
+        Ok(_) => {
+            check_i(unsafe { libc::connect(fd, &ss as *const _ as *const libc::sockaddr, len) })
+        }
+        Err(e) => Err(e),
+    };
+    close(fd);
+    r?;
+    ok_with(format!("addr={a}"))
+}
+
+/// `listen-autobind`: `listen` on an unbound TCP socket (the kernel picks a port on 0.0.0.0).
+fn listen_autobind() -> Outcome {
+    // SAFETY: plain socket calls on our fd.
+    let fd =
+        check_i(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: listen on our fd.
+    let r = check_i(unsafe { libc::listen(fd, 1) });
+    let port = local_port(fd);
+    close(fd);
+    r?;
+    ok_with(format!("port={port}"))
+}
+
+fn local_port(fd: libc::c_int) -> u16 {
+    // SAFETY: all-zero is a valid sockaddr_in; getsockname writes at most len bytes.
+    let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: as above.
+    unsafe { libc::getsockname(fd, (&mut sin as *mut libc::sockaddr_in).cast(), &mut len) };
+    u16::from_be(sin.sin_port)
+}
+
+/// `vsock-bind`: an `AF_VSOCK` stream socket bound to any CID and a free port, listening.
+fn vsock_bind() -> Outcome {
+    // SAFETY: plain socket calls on our fd; a zeroed sockaddr_vm with its fields set.
+    unsafe {
+        let fd = check_i(libc::socket(
+            libc::AF_VSOCK,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let mut svm: libc::sockaddr_vm = std::mem::zeroed();
+        svm.svm_family = libc::AF_VSOCK as libc::sa_family_t;
+        svm.svm_cid = libc::VMADDR_CID_ANY;
+        svm.svm_port = libc::VMADDR_PORT_ANY;
+        let r = check_i(libc::bind(
+            fd,
+            (&svm as *const libc::sockaddr_vm).cast(),
+            std::mem::size_of::<libc::sockaddr_vm>() as libc::socklen_t,
+        ))
+        .and_then(|_| check_i(libc::listen(fd, 1)));
+        close(fd);
+        r?;
+    }
+    ok()
+}
+
+/// `raw-socket`: `socket(AF_INET, SOCK_RAW, IPPROTO_ICMP)`.
+fn raw_socket() -> Outcome {
+    // SAFETY: plain socket call.
+    let fd = check_i(unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_ICMP,
+        )
+    })?;
+    close(fd);
+    ok()
+}
+
+/// `packet-socket`: `socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL))`.
+fn packet_socket() -> Outcome {
+    let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+    // SAFETY: plain socket call.
+    let fd = check_i(unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto)
+    })?;
+    close(fd);
+    ok()
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn errno_name(e: i32) -> &'static str {
     match e {
@@ -1292,6 +1702,25 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "x32-getpid" => x32_getpid(),
         "personality-norandom" => personality_norandom(),
         "tiocsti" => tiocsti(args),
+        "copy" => copy_file(args),
+        "chmod" => chmod_path(args),
+        "fchmod" => fchmod_path(args),
+        "fchmodat2" => fchmodat2(args),
+        "creat" => creat_path(args),
+        "open-creat" => open_creat(args),
+        "tmpfile-link" => tmpfile_link(args),
+        "openat2-creat" => openat2_creat(args),
+        "mknod-reg" => mknod_reg(args),
+        "setxattr" => setxattr(args),
+        "file-cap" => file_cap(args),
+        "io-setup" => io_setup(),
+        "mptcp-connect" => mptcp_connect(args),
+        "tcp-fastopen" => tcp_fastopen(args),
+        "tcp-fastopen-connect" => tcp_fastopen_connect(args),
+        "listen-autobind" => listen_autobind(),
+        "vsock-bind" => vsock_bind(),
+        "raw-socket" => raw_socket(),
+        "packet-socket" => packet_socket(),
         "status" => status(),
         "fds" => fds(),
         "read-fd" => read_fd(args),

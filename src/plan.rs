@@ -4,7 +4,7 @@
 //! which ids, which mounts, which landlock rules, which environment, which layers are in force
 //! and which are degraded. Stage 2 receives the plan as JSON and only executes it.
 
-use crate::layers::{env, git, landlock, mounts, ns, ns::Ids, rlimits};
+use crate::layers::{env, git, landlock, mounts, ns, ns::Ids, rlimits, seccomp};
 use crate::policy::Verdict;
 use crate::profile::{NetMode, Profile, RepoMode, Requirement};
 use crate::workspace::Workspace;
@@ -41,6 +41,9 @@ pub struct Plan {
     pub landlock: Option<landlock::Spec>,
     pub landlock_min_abi: u8,
     pub seccomp: bool,
+    /// What the seccomp filters decide per run (see [`plan_seccomp`]).
+    #[serde(default)]
+    pub seccomp_options: seccomp::Options,
     pub rlimits: rlimits::Limits,
     /// The supervisor's pid: stage 2 exits at once if its parent is already someone else.
     pub supervisor_pid: i32,
@@ -339,6 +342,7 @@ pub fn build(
         landlock,
         landlock_min_abi: min_abi,
         seccomp: host.seccomp,
+        seccomp_options: plan_seccomp(net, &profile.network),
         rlimits: rlimits::Limits {
             nofile: profile.limits.nofile,
             fsize: profile.limits.fsize.0,
@@ -370,6 +374,18 @@ fn git_configs(caller_home: Option<&str>, user_home: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `listen` is refused when the workload shares the host's network and may bind no TCP port:
+/// `listen` on an unbound socket autobinds an ephemeral port without passing landlock's bind
+/// hook, and would accept host connections despite `tcp_bind = []`. Under `--net none` the
+/// sandbox's own loopback-only network is private, so listening there stays allowed. With
+/// ports listed in `tcp_bind`, the profile means the command to serve on the host: `listen`
+/// stays allowed (an autobound port is then the remaining openness of host mode).
+pub fn plan_seccomp(net: NetMode, network: &crate::profile::Network) -> seccomp::Options {
+    seccomp::Options {
+        deny_listen: net == NetMode::Host && network.tcp_bind.is_empty(),
+    }
 }
 
 /// The private dir of a run without namespaces: `DIR/home` and `DIR/tmp` in a fresh 0700
@@ -512,4 +528,27 @@ pub fn toolchain_dirs(
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Network;
+
+    #[test]
+    fn listen_is_denied_only_with_the_host_network_and_no_bind_port() {
+        let net = |tcp_bind: Vec<u16>| Network {
+            mode: NetMode::None,
+            tcp_connect: Vec::new(),
+            tcp_bind,
+        };
+        let deny = |mode, n: &Network| plan_seccomp(mode, n).deny_listen;
+        assert!(deny(NetMode::Host, &net(vec![])));
+        assert!(!deny(NetMode::Host, &net(vec![8080])));
+        assert!(!deny(NetMode::None, &net(vec![])));
+        assert!(!deny(NetMode::None, &net(vec![8080])));
+        // a plan from an older supervisor (no field) deserializes with the default
+        let o: seccomp::Options = serde_json::from_str("{}").unwrap();
+        assert!(!o.deny_listen);
+    }
 }

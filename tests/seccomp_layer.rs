@@ -41,7 +41,7 @@ const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 
 fn filters() -> Filters {
-    seccomp::build().expect("the seccomp filters compile")
+    seccomp::build(&seccomp::Options::default()).expect("the seccomp filters compile")
 }
 
 fn errno() -> i32 {

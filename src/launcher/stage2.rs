@@ -75,7 +75,10 @@ fn run() -> Result<i32, StepError> {
     unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     let exec = Exec::new(&plan)?;
     let filters = if plan.seccomp {
-        Some(seccomp::build().map_err(|_| StepError::new(Step::SeccompInstall, libc::EINVAL))?)
+        Some(
+            seccomp::build(&plan.seccomp_options)
+                .map_err(|_| StepError::new(Step::SeccompInstall, libc::EINVAL))?,
+        )
     } else {
         None
     };
