@@ -13,5 +13,6 @@ pub mod profile;
 pub mod report;
 pub mod supervisor;
 pub mod sys;
+pub mod toolchain;
 pub mod units;
 pub mod workspace;
