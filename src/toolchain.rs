@@ -40,7 +40,7 @@
 //! - otherwise bound read-only.
 //!
 //! A rustup proxy (a program that resolves to a file named `rustup`) also needs rustup's
-//! home: `$RUSTUP_HOME` (else `.rustup` beside the cargo home) contributes `toolchains` and
+//! home: `$RUSTUP_HOME` if set and `.rustup` beside the cargo home contribute `toolchains` and
 //! `settings.toml`, never the rest (`downloads`, `tmp`, `update-hashes`). All installed
 //! toolchains are bound, not only the default: which one runs is chosen by the repo
 //! (`rust-toolchain.toml`), and working that out would mean reading repo files on the host.
@@ -465,11 +465,15 @@ pub fn discover(i: &Input) -> Toolchains {
             }
         }
         if real.file_name() == Some(OsStr::new("rustup")) {
-            let home = i.rustup_home.map(Path::to_path_buf).or_else(|| {
-                // <cargo home>/bin/rustup -> <cargo home>/../.rustup
-                Some(real.parent()?.parent()?.parent()?.join(".rustup"))
-            });
-            if let Some(home) = home.and_then(|h| normalize(&h)) {
+            // `$RUSTUP_HOME` when set (the profile may or may not pass it on), and the
+            // default beside the cargo home: <cargo home>/bin/rustup -> <cargo home>/../.rustup
+            let beside = (|| Some(real.parent()?.parent()?.parent()?.join(".rustup")))();
+            let homes = i
+                .rustup_home
+                .map(Path::to_path_buf)
+                .into_iter()
+                .chain(beside);
+            for home in homes.filter_map(|h| normalize(&h)) {
                 for part in RUSTUP_PARTS {
                     let p = home.join(part);
                     if p.symlink_metadata().is_ok() && !in_system(&p) {
