@@ -351,3 +351,102 @@ fn repo_and_world_writable_path_entries_do_not_steer_binds() {
         mode(&f.path(dir), 0o755);
     }
 }
+
+/// `c` run where no user namespace can be made (as in tests/degraded.rs): a user namespace
+/// whose `user.max_user_namespaces` is 0, its capabilities dropped before sandbox-run starts.
+fn without_userns(c: std::process::Command) -> std::process::Command {
+    let mut w = std::process::Command::new("unshare");
+    w.args([
+        "--user",
+        "--map-current-user",
+        "--keep-caps",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 0 >/proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all --ambient-caps=-all -- \"$@\"",
+        "sh",
+    ]);
+    w.arg(c.get_program()).args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => w.env(k, v),
+            None => w.env_remove(k),
+        };
+    }
+    if let Some(d) = c.get_current_dir() {
+        w.current_dir(d);
+    }
+    w.stdin(std::process::Stdio::null());
+    w
+}
+
+/// Without namespaces there is no new root to mount over credentials: landlock must leave
+/// them out of the toolchain trees instead. Rootless only (as root such a run is refused).
+#[test]
+fn credentials_are_carved_out_without_namespaces() {
+    if is_root() {
+        eprintln!("SKIP credentials_are_carved_out_without_namespaces: runs only rootless");
+        return;
+    }
+    if !sandbox_works() || !need_landlock(1, "a run without namespaces needs landlock") {
+        return;
+    }
+    let f = Fixture::new("tc-nons");
+    let repo = f.repo("repo");
+    let h = f.path("home");
+    std::fs::create_dir_all(&h).unwrap();
+    let tmp = f.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tool = f.path("opt/tool");
+    exe(&tool.join("bin/tool"));
+    f.write("opt/tool/credentials.toml", SECRET);
+    f.write("opt/tool/.ssh/id_ed25519", SECRET);
+    f.write("opt/tool/share/data.txt", "data\n");
+    let path = path_of(&[&tool.join("bin")]);
+    let p = f.profile(
+        &Spec::extends("validate")
+            .programs(&["tool"])
+            .layer("namespaces", "best-effort")
+            .layer("filesystem", "best-effort"),
+    );
+    let run = |args: &[&str]| {
+        let mut argv = vec![probe().into_os_string()];
+        argv.extend(args.iter().map(Into::into));
+        let mut c = sandbox_command(
+            &p,
+            &repo,
+            &["--report", f.path("report.json").to_str().unwrap()],
+            &argv,
+        );
+        c.env("TMPDIR", &tmp)
+            .env("HOME", &h)
+            .env("PATH", &path)
+            .env_remove("RUSTUP_HOME");
+        ProbeRun::parse(args[0], run_command(without_userns(c), LIMIT))
+    };
+    let r = run(&["read", tool.join("share/data.txt").to_str().unwrap()]);
+    r.assert_ok();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f.path("report.json")).unwrap()).unwrap();
+    fn degraded(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(m) => m.iter().any(|(k, v)| {
+                (k == "degraded"
+                    && v.as_array()
+                        .is_some_and(|a| a.iter().any(|x| x == "namespaces")))
+                    || degraded(v)
+            }),
+            _ => false,
+        }
+    }
+    assert!(
+        degraded(&report),
+        "the run was not without namespaces: {report}"
+    );
+    run(&["read", tool.join("bin/tool").to_str().unwrap()]).assert_ok();
+    for file in ["opt/tool/credentials.toml", "opt/tool/.ssh/id_ed25519"] {
+        let r = run(&["read", f.path(file).to_str().unwrap()]);
+        assert!(!r.run.all().contains("sbx-e2e-secret"), "{r}");
+        r.assert_errno(&[libc::EACCES]);
+    }
+}
