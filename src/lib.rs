@@ -14,5 +14,6 @@ pub mod profile;
 pub mod report;
 pub mod supervisor;
 pub mod sys;
+pub mod toolchain;
 pub mod units;
 pub mod workspace;

@@ -7,6 +7,7 @@
 use crate::layers::{env, git, landlock, mounts, ns, ns::Ids, rlimits, seccomp};
 use crate::policy::Verdict;
 use crate::profile::{NetMode, Profile, RepoMode, Requirement};
+use crate::toolchain;
 use crate::workspace::Workspace;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -174,15 +175,29 @@ pub fn build(
         }
     }
     let toolchains = if fs.toolchains {
-        let names: Vec<&String> = profile
+        let names: Vec<&str> = profile
             .gate
             .programs
             .iter()
             .chain(&profile.gate.wrapped)
+            .map(String::as_str)
             .collect();
-        toolchain_dirs(&names, &path, &ws.cwd, &fs.system_ro)
+        let given: Vec<&Path> = host
+            .var("HOME")
+            .map(Path::new)
+            .into_iter()
+            .chain([home.as_path()])
+            .collect();
+        toolchain::discover(&toolchain::Input {
+            names: &names,
+            path: &path,
+            repo: &ws.repo,
+            system: &fs.system_ro,
+            homes: &toolchain::homes(&given),
+            rustup_home: host.var("RUSTUP_HOME").map(Path::new),
+        })
     } else {
-        Vec::new()
+        toolchain::Toolchains::default()
     };
     // Read-write: git's configuration surfaces stay read-only (layers::git); a layout that
     // cannot be made safe is refused here, before anything runs.
@@ -205,7 +220,8 @@ pub fn build(
             system_ro: &fs.system_ro,
             extra_ro: &fs.extra_ro,
             extra_rw: &fs.extra_rw,
-            toolchains: &toolchains,
+            toolchains: &toolchains.binds,
+            hide: &toolchains.hide_ops(),
             sys: &fs.sys,
             home: &home,
             tmp_size: fs.tmp_size.0,
@@ -227,7 +243,12 @@ pub fn build(
     let landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
         let mut read_exec = existing(&fs.system_ro);
-        read_exec.extend(toolchains.iter().cloned());
+        read_exec.extend(toolchains.binds.iter().cloned());
+        // With a new root the credentials in these trees are covered by mounts; without one,
+        // landlock leaves them out.
+        if !namespaces && !toolchains.hides.is_empty() {
+            read_exec = toolchain::carve(&read_exec, &toolchains.hides);
+        }
         read_exec.extend(existing(&fs.extra_ro));
         // Inside the new root /tmp, $HOME and /dev/shm are private tmpfs mounts; without it
         // they would be the host's, and the run gets its scratch dir instead.
@@ -482,52 +503,6 @@ fn user_and_home(ids: Ids, host: &Host) -> (String, PathBuf) {
         },
     };
     (name, PathBuf::from(home))
-}
-
-/// Install prefixes of the allowed programs that live outside the system directories: the
-/// parent of the `bin` (or pyenv's `shims`) directory each one is found in, before and after
-/// following symlinks (`~/.nvm/versions/node/v20`, `~/.pyenv`, `~/.cargo` with its `~/.rustup`).
-pub fn toolchain_dirs(
-    names: &[&String],
-    path: &std::ffi::OsStr,
-    cwd: &Path,
-    system: &[PathBuf],
-) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for name in names {
-        let Some(found) = crate::policy::search_path(name, path, cwd) else {
-            continue;
-        };
-        let canon = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
-        for p in [found, canon] {
-            if system.iter().any(|s| p.starts_with(s)) {
-                continue;
-            }
-            let Some(prefix) = p
-                .ancestors()
-                .find(|a| a.file_name().is_some_and(|n| n == "bin" || n == "shims"))
-                .and_then(Path::parent)
-            else {
-                continue;
-            };
-            if prefix == Path::new("/") || out.iter().any(|o| prefix.starts_with(o)) {
-                continue;
-            }
-            out.retain(|o| !o.starts_with(prefix));
-            out.push(prefix.to_path_buf());
-            if prefix.file_name().is_some_and(|n| n == ".cargo") {
-                if let Some(rustup) = prefix
-                    .parent()
-                    .map(|h| h.join(".rustup"))
-                    .filter(|r| r.is_dir())
-                {
-                    out.push(rustup);
-                }
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub struct Input<'a> {
     pub extra_ro: &'a [PathBuf],
     pub extra_rw: &'a [PathBuf],
     pub toolchains: &'a [PathBuf],
+    /// Credential paths inside the binds, covered after them ([`crate::toolchain::Hide::op`]).
+    pub hide: &'a [Op],
     pub sys: &'a [PathBuf],
     pub home: &'a Path,
     pub tmp_size: u64,
@@ -181,6 +183,7 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
             }
         }
     }
+    ops.extend(i.hide.iter().cloned());
     ops.push(Op::Proc {
         dst: "/proc".into(),
     });
@@ -618,6 +621,7 @@ mod tests {
             extra_ro: &[],
             extra_rw: &[],
             toolchains: &[],
+            hide: &[],
             sys: &[],
             home: Path::new("/home/u"),
             tmp_size: 1 << 20,
