@@ -173,6 +173,18 @@ fn wait_for<T>(what: &str, mut find: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// The pid of `pid` in its innermost pid namespace (the last field of `NSpid:`).
+fn ns_pid(pid: i32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
+
 fn cmdline(pid: i32) -> String {
     String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
         .replace('\0', " ")
@@ -258,7 +270,11 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
             .into_iter()
             .find(|&k| cmdline(k).contains("__sandbox-run-stage2"))
     });
-    let pid1 = wait_for("pid 1", || children(stage2).first().copied());
+    // Not the short-lived helper that stage 2 forks to write its id maps: the child that is
+    // pid 1 in the sandbox's pid namespace.
+    let pid1 = wait_for("pid 1", || {
+        children(stage2).into_iter().find(|&k| ns_pid(k) == Some(1))
+    });
     let probe_exe = pr.display().to_string();
     let workload = wait_for("the workload", || {
         children(pid1).into_iter().find(|&k| {

@@ -25,7 +25,7 @@
 //! **Network.** Landlock's TCP rules hook `bind` and `connect` of plain TCP sockets only, so
 //! what would pass beside them is refused here: socket families and protocols outside an
 //! allow-list (MPTCP, SCTP, raw, packet, vsock, which is not per network namespace, netlink
-//! other than `NETLINK_ROUTE`; see [`socket_families`]) get `EAFNOSUPPORT`; `MSG_FASTOPEN` in
+//! other than `NETLINK_ROUTE`; see `socket_families`) get `EAFNOSUPPORT`; `MSG_FASTOPEN` in
 //! `sendto`/`sendmsg`/`sendmmsg` flags and `setsockopt(IPPROTO_TCP, TCP_FASTOPEN_CONNECT)` get
 //! `EPERM`. With [`Options::deny_listen`] (the host's network and no TCP port to bind),
 //! `listen` is refused too (`EPERM`), because on an unbound socket it autobinds without the
@@ -44,13 +44,15 @@
 //!
 //! # Stacking
 //!
-//! seccompiler gives one match action per filter, so the policy is four filters, installed in
-//! this order (see [`Filters::filters`]):
+//! One refusal per filter (seccompiler gives one match action per filter, and the hand-written
+//! ones keep that shape), so the policy is four filters, installed in this order (see
+//! [`Filters::filters`]):
 //!
 //! 1. `x32-guard` (x86_64 only, hand-written BPF): x32 numbers (`nr >= 0x4000_0000` with
 //!    `AUDIT_ARCH_X86_64`) -> `KILL_PROCESS`; everything else -> `ALLOW`.
-//! 2. `allow-list` (seccompiler): arch check (`KILL_PROCESS` on mismatch), the allowed calls and
-//!    their argument rules -> `ALLOW`; anything else -> `ERRNO(EPERM)`.
+//! 2. `allow-list` (compiled here: a binary search on the number, see `allow_list`): arch
+//!    check (`KILL_PROCESS` on mismatch), the allowed calls and their argument rules ->
+//!    `ALLOW`; anything else -> `ERRNO(EPERM)`.
 //! 3. `socket-families` (hand-written BPF): `socket`/`socketpair` outside the allowed families
 //!    and protocols -> `ERRNO(EAFNOSUPPORT)`; anything else -> `ALLOW`.
 //! 4. `enosys` (seccompiler): [`enosys_syscalls`] -> `ERRNO(ENOSYS)`; anything else -> `ALLOW`.
@@ -1027,7 +1029,7 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// x86_64 only: seccompiler's arch check accepts x32 calls (they carry `AUDIT_ARCH_X86_64`),
+/// x86_64 only: the allow-list's arch check accepts x32 calls (they carry `AUDIT_ARCH_X86_64`),
 /// and x32 numbers would otherwise dodge every per-number rule. Kill on them.
 fn x32_guard() -> Vec<libc::sock_filter> {
     vec![
