@@ -46,9 +46,11 @@
 //! (`rust-toolchain.toml`), and working that out would mean reading repo files on the host.
 //! Toolchains hold no credentials.
 //!
-//! **What is hidden.** Inside every bound directory, and inside the prefixes of the programs
-//! found in system directories (a `CARGO_HOME` of `/usr/local/cargo` comes with `/usr`), the
-//! names in [`HIDE`] are covered when they exist: a file by `/dev/null` bound read-only (on a
+//! **What is hidden.** Inside every install prefix bound whole the names in [`HIDE`] are
+//! covered when they exist, and inside the prefixes of the programs found in the system
+//! directories those in [`SYSTEM_HIDE`] (a `CARGO_HOME` of `/usr/local/cargo` comes with
+//! `/usr`); the parts of a tool root and of rustup's home are install directories by name and
+//! are not searched. Covered: a file by `/dev/null` bound read-only (on a
 //! `nodev` mount, so opening it fails with `EACCES`), a directory by an empty tmpfs of mode
 //! 0 (the workload has no capabilities, so even uid 0 gets `EACCES`). npm's global and
 //! built-in configs (`etc/npmrc`, `npmrc`) are hidden only when they hold credentials
@@ -112,6 +114,9 @@ pub const HIDE: &[&str] = &[
     "keyrings",
     ".local/share/keyrings",
 ];
+
+/// Names hidden in the prefixes of programs found in the system directories.
+pub const SYSTEM_HIDE: &[&str] = &["credentials", "credentials.toml"];
 
 /// npm's global config (`PREFIX/etc/npmrc`) and built-in config (`npm/npmrc`): hidden only
 /// when they hold credentials.
@@ -220,35 +225,39 @@ pub fn classify(p: &Path, homes: &[PathBuf]) -> Class {
     {
         return refused("a top-level directory".into());
     }
+    // Paths below a home are compared relative to it (no allocation per secret).
+    let mut tool_root = false;
     for h in homes {
         if h.starts_with(p) {
             return refused(format!("the home directory {} or above it", h.display()));
         }
-        for s in SECRETS {
-            let s = h.join(s);
-            if p.starts_with(&s) {
-                return refused(format!("credentials ({})", s.display()));
+        let Ok(rel) = p.strip_prefix(h) else {
+            continue;
+        };
+        if let Some(s) = SECRETS.iter().find(|s| rel.starts_with(s)) {
+            return refused(format!("credentials (~/{s} of {})", h.display()));
+        }
+        if let Some(s) = SECRETS.iter().find(|s| Path::new(s).starts_with(rel)) {
+            if rel.components().count() > 1 {
+                return refused(format!("holds credentials (~/{s} of {})", h.display()));
             }
         }
-    }
-    for h in homes {
-        if p.parent() == Some(h.as_path()) {
-            return if p.file_name() == Some(OsStr::new("bin")) {
-                Class::Bind
-            } else {
-                Class::ToolRoot
-            };
-        }
-        if p.parent() == Some(h.join(".local").as_path())
-            && p.file_name() != Some(OsStr::new("bin"))
-        {
-            return refused("an app-data root of ~/.local".into());
-        }
-        if let Some(s) = SECRETS.iter().map(|s| h.join(s)).find(|s| s.starts_with(p)) {
-            return refused(format!("holds credentials ({})", s.display()));
+        let mut c = rel.components();
+        match (c.next(), c.next(), c.next()) {
+            (Some(only), None, _) => tool_root |= only.as_os_str() != "bin",
+            (Some(first), Some(second), None)
+                if first.as_os_str() == ".local" && second.as_os_str() != "bin" =>
+            {
+                return refused(format!("an app-data root of ~/.local of {}", h.display()));
+            }
+            _ => {}
         }
     }
-    Class::Bind
+    if tool_root {
+        Class::ToolRoot
+    } else {
+        Class::Bind
+    }
 }
 
 /// The install prefix of a place the lookup passed through. Pure.
@@ -305,11 +314,17 @@ fn normalize(p: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
-/// The trust rule for directories: not in the repo, nothing world-writable on the way.
+/// The trust rule: every directory in which a name is looked up on the way to a program
+/// (PATH entry, link targets, each of their components) is outside the repo and not
+/// writable by everybody. Resolution is done here one component at a time, as the kernel
+/// does, so a link anywhere on the way is checked where it lives.
 struct Trust {
     repo: PathBuf,
     repo_canon: PathBuf,
-    cache: HashMap<PathBuf, bool>,
+    /// Physical directory -> trusted.
+    dirs: HashMap<PathBuf, bool>,
+    /// Path -> its physical form, when every lookup on the way is trusted.
+    resolved: HashMap<PathBuf, Option<PathBuf>>,
 }
 
 impl Trust {
@@ -318,7 +333,8 @@ impl Trust {
         Trust {
             repo_canon: std::fs::canonicalize(&repo).unwrap_or_else(|_| repo.clone()),
             repo,
-            cache: HashMap::new(),
+            dirs: HashMap::new(),
+            resolved: HashMap::new(),
         }
     }
 
@@ -326,42 +342,77 @@ impl Trust {
         p.starts_with(&self.repo) || p.starts_with(&self.repo_canon)
     }
 
-    /// Every lexical ancestor of `dir`, resolved, and every ancestor of that: none inside
-    /// the repo, none world-writable.
+    /// May names be looked up in this physical directory?
     fn dir_ok(&mut self, dir: &Path) -> bool {
-        if let Some(&ok) = self.cache.get(dir) {
+        if let Some(&ok) = self.dirs.get(dir) {
             return ok;
         }
-        let ok = self.check(dir);
-        self.cache.insert(dir.to_path_buf(), ok);
+        let ok = !self.in_repo(dir)
+            && std::fs::metadata(dir)
+                .is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o002 == 0);
+        self.dirs.insert(dir.to_path_buf(), ok);
         ok
     }
 
-    fn check(&self, dir: &Path) -> bool {
-        if self.in_repo(dir) {
-            return false;
+    /// The physical form of an absolute path, `None` when a lookup on the way happens in an
+    /// untrusted directory, a component is missing, or there are too many links.
+    fn resolve(&mut self, p: &Path) -> Option<PathBuf> {
+        if let Some(r) = self.resolved.get(p) {
+            return r.clone();
         }
-        for a in dir.ancestors() {
-            let Ok(c) = std::fs::canonicalize(a) else {
-                return false;
-            };
-            if self.in_repo(&c) {
-                return false;
+        let r = self.walk(p);
+        self.resolved.insert(p.to_path_buf(), r.clone());
+        r
+    }
+
+    fn walk(&mut self, p: &Path) -> Option<PathBuf> {
+        if !p.is_absolute() {
+            return None;
+        }
+        let mut todo: Vec<std::ffi::OsString> =
+            p.iter().skip(1).map(|c| c.to_os_string()).collect();
+        todo.reverse();
+        let mut cur = PathBuf::from("/");
+        let mut links = 0;
+        while let Some(c) = todo.pop() {
+            if c == "." || c.is_empty() {
+                continue;
             }
-            for d in c.ancestors() {
-                let ww = std::fs::metadata(d).map_or(true, |m| m.permissions().mode() & 0o002 != 0);
-                if ww {
-                    return false;
+            if c == ".." {
+                cur.pop();
+                continue;
+            }
+            if !self.dir_ok(&cur) {
+                return None;
+            }
+            let next = cur.join(&c);
+            if next.symlink_metadata().ok()?.file_type().is_symlink() {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return None;
                 }
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                let mut parts: Vec<std::ffi::OsString> = target
+                    .iter()
+                    .filter(|c| *c != "/")
+                    .map(|c| c.to_os_string())
+                    .collect();
+                parts.reverse();
+                todo.extend(parts);
+            } else {
+                cur = next;
             }
         }
-        true
+        Some(cur)
     }
 }
 
-/// The trusted PATH entries, normalized, in order.
-fn path_entries(path: &OsStr, trust: &mut Trust) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// The trusted PATH entries, in order: (as PATH names it, normalized; physical).
+fn path_entries(path: &OsStr, trust: &mut Trust) -> Vec<(PathBuf, PathBuf)> {
+    let mut out: Vec<(PathBuf, PathBuf)> = Vec::new();
     for raw in path.as_bytes().split(|b| *b == b':') {
         let entry = Path::new(OsStr::from_bytes(raw));
         let Some(dir) = normalize(entry) else {
@@ -373,15 +424,16 @@ fn path_entries(path: &OsStr, trust: &mut Trust) -> Vec<PathBuf> {
             }
             continue;
         };
-        if !trust.dir_ok(&dir) {
+        let phys = trust.resolve(&dir).filter(|d| trust.dir_ok(d));
+        let Some(phys) = phys else {
             tracing::debug!(
-                "toolchains: PATH entry {} is inside the repo or writable by everybody: skipped",
+                "toolchains: PATH entry {} is missing, in the repo or reached through a directory writable by everybody: skipped",
                 dir.display()
             );
             continue;
-        }
-        if !out.contains(&dir) {
-            out.push(dir);
+        };
+        if !out.iter().any(|(d, _)| *d == dir) {
+            out.push((dir, phys));
         }
     }
     out
@@ -391,42 +443,32 @@ fn is_executable_file(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The places the lookup of `found` passes through: `found` itself, each link (in its
-/// resolved directory) and the real file. `None` when a link lives in an untrusted
-/// directory, or there are too many links.
-fn hops(found: &Path, trust: &mut Trust) -> Option<Vec<PathBuf>> {
-    let mut out = vec![found.to_path_buf()];
-    let mut hop = found.to_path_buf();
-    for _ in 0..=MAX_SYMLINKS {
-        let target = match std::fs::read_link(&hop) {
-            Ok(t) => t,
-            Err(_) => return Some(out),
+/// The places the lookup of `name` in a PATH entry passes through: the program as PATH
+/// names it, each link target (in its physical directory) and the real file. `None` when
+/// a lookup on the way happens in an untrusted directory, or there are too many links.
+fn hops(entry: &Path, phys: &Path, name: &str, trust: &mut Trust) -> Option<Vec<PathBuf>> {
+    let mut out = vec![entry.join(name)];
+    let mut hop = phys.join(name);
+    for n in 0..=MAX_SYMLINKS {
+        if n > 0 {
+            out.push(hop.clone());
+        }
+        if !hop.symlink_metadata().ok()?.file_type().is_symlink() {
+            return Some(out);
+        }
+        let target = std::fs::read_link(&hop).ok()?;
+        let joined = hop.parent()?.join(&target);
+        let (Some(dir), Some(file)) = (joined.parent(), joined.file_name()) else {
+            return None;
         };
-        let dir = hop.parent()?;
-        if !trust.dir_ok(dir) {
+        let Some(dir) = trust.resolve(dir).filter(|d| trust.dir_ok(d)) else {
             tracing::debug!(
-                "toolchains: {} is a link in the repo or a world-writable directory: not followed",
+                "toolchains: {} leads into the repo or a directory writable by everybody: not followed",
                 hop.display()
             );
             return None;
-        }
-        let dir = std::fs::canonicalize(dir).ok()?;
-        let next = normalize(&dir.join(target))?;
-        let next_dir = next.parent()?;
-        // the directory of the next hop, resolved, so its own links are seen as links
-        let next = std::fs::canonicalize(next_dir)
-            .ok()?
-            .join(next.file_name()?);
-        if !trust.dir_ok(next.parent()?) {
-            tracing::debug!(
-                "toolchains: {} leads into the repo or a world-writable directory ({}): not followed",
-                hop.display(),
-                next.display()
-            );
-            return None;
-        }
-        out.push(next.clone());
-        hop = next;
+        };
+        hop = dir.join(file);
     }
     None
 }
@@ -442,17 +484,18 @@ pub fn discover(i: &Input) -> Toolchains {
         if name.is_empty() || name.contains('/') {
             continue;
         }
-        let Some(found) = entries
+        let Some((entry, phys)) = entries
             .iter()
-            .map(|d| d.join(name))
-            .find(|c| is_executable_file(c))
+            .find(|(_, phys)| is_executable_file(&phys.join(name)))
         else {
             continue;
         };
-        let Some(hops) = hops(&found, &mut trust) else {
+        let Some(hops) = hops(entry, phys, name, &mut trust) else {
             continue;
         };
-        let real = hops.last().cloned().unwrap_or_else(|| found.clone());
+        let Some(real) = hops.last().cloned() else {
+            continue;
+        };
         if trust.in_repo(&real) {
             continue;
         }
@@ -484,18 +527,28 @@ pub fn discover(i: &Input) -> Toolchains {
         }
     }
 
+    wanted.sort();
+    wanted.dedup();
     let mut binds: Vec<PathBuf> = Vec::new();
+    // The install prefixes bound whole, which are searched for credentials. The parts of a
+    // tool root are install directories by name (`bin`, `versions`, …), and the rustup parts
+    // are rustup's own: they are not.
+    let mut scan: Vec<PathBuf> = Vec::new();
     for w in wanted {
         for p in expand(&w, i.homes) {
             if p.symlink_metadata().is_err() || binds.contains(&p) {
                 continue;
             }
+            let whole = p == w && !is_rustup_part(&p);
             if let Class::Refused(why) = std::fs::canonicalize(&p)
                 .map(|c| classify(&c, i.homes))
                 .unwrap_or_else(|e| Class::Refused(format!("{}: {e}", p.display())))
             {
                 tracing::debug!("toolchains: not bound (once resolved): {why}");
                 continue;
+            }
+            if whole {
+                scan.push(p.clone());
             }
             binds.push(p);
         }
@@ -506,20 +559,50 @@ pub fn discover(i: &Input) -> Toolchains {
     binds.retain(|b| !all.iter().any(|o| o != b && b.starts_with(o)));
 
     let mut hides = Vec::new();
+    scan.sort();
+    scan.dedup();
+    // every bound tree, as (path in the new root, the host path it shows); only needed for
+    // a credential name that is a link, so worked out then
+    let cell = std::cell::OnceCell::new();
+    let trees = || {
+        cell.get_or_init(|| {
+            binds
+                .iter()
+                .chain(i.system)
+                .filter_map(|b| Some((b.clone(), std::fs::canonicalize(b).ok()?)))
+                .collect::<Vec<(PathBuf, PathBuf)>>()
+        })
+        .as_slice()
+    };
+    for dir in &scan {
+        // one read of the directory instead of a lookup per name
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let present: Vec<std::ffi::OsString> =
+            entries.filter_map(|e| Some(e.ok()?.file_name())).collect();
+        let here = |name: &str| {
+            let first = name.split('/').next().unwrap_or(name);
+            present.iter().any(|p| p == first)
+        };
+        for name in HIDE.iter().filter(|n| here(n)) {
+            hide(dir, name, &trees, &mut hides);
+        }
+        for name in NPM_CONFIGS.iter().filter(|n| here(n)) {
+            if npm_config_needs_hiding(&dir.join(name)) {
+                hide(dir, name, &trees, &mut hides);
+            }
+        }
+    }
+    // In the system directories only what a tool keeps in its own prefix: a CARGO_HOME of
+    // /usr/local/cargo, npm's configs (big directories such as /etc/alternatives are not read)
     system_prefixes.sort();
     system_prefixes.dedup();
-    // every bound tree, as (path in the new root, the host path it shows)
-    let trees: Vec<(PathBuf, PathBuf)> = binds
-        .iter()
-        .chain(i.system)
-        .filter_map(|b| Some((b.clone(), std::fs::canonicalize(b).ok()?)))
-        .collect();
-    for dir in binds.iter().chain(&system_prefixes) {
-        if !dir.is_dir() {
-            continue;
-        }
-        for name in HIDE {
-            hide(dir, name, &trees, &mut hides);
+    for dir in &system_prefixes {
+        for name in SYSTEM_HIDE {
+            if dir.join(name).symlink_metadata().is_ok() {
+                hide(dir, name, &trees, &mut hides);
+            }
         }
         for name in NPM_CONFIGS {
             let p = dir.join(name);
@@ -531,6 +614,15 @@ pub fn discover(i: &Input) -> Toolchains {
     hides.sort();
     hides.dedup();
     Toolchains { binds, hides }
+}
+
+/// `RUSTUP_HOME/toolchains` or `RUSTUP_HOME/settings.toml`, added for a rustup proxy.
+fn is_rustup_part(p: &Path) -> bool {
+    p.file_name()
+        .is_some_and(|n| RUSTUP_PARTS.iter().any(|r| n == *r))
+        && p.parent()
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == ".rustup")
 }
 
 /// A prefix as bound: itself, its tool-root parts, or nothing.
@@ -558,7 +650,12 @@ fn expand(p: &Path, homes: &[PathBuf]) -> Vec<PathBuf> {
 /// Add a hide for `dir/rel` if it exists. The mount must not pass through a symlink (in the
 /// new root it would resolve elsewhere): when `rel` has one, the resolved path is hidden
 /// instead, named by the bound tree that shows it (and not at all when none does).
-fn hide(dir: &Path, rel: &str, trees: &[(PathBuf, PathBuf)], out: &mut Vec<Hide>) {
+fn hide<'t>(
+    dir: &Path,
+    rel: &str,
+    trees: &dyn Fn() -> &'t [(PathBuf, PathBuf)],
+    out: &mut Vec<Hide>,
+) {
     let p = dir.join(rel);
     if p.symlink_metadata().is_err() {
         return;
@@ -569,7 +666,7 @@ fn hide(dir: &Path, rel: &str, trees: &[(PathBuf, PathBuf)], out: &mut Vec<Hide>
     let target = if real == real_dir.join(rel) {
         p
     } else {
-        let shown = trees
+        let shown = trees()
             .iter()
             .find_map(|(dst, src)| real.strip_prefix(src).ok().map(|rest| dst.join(rest)));
         match shown {

@@ -337,6 +337,18 @@ fn repo_and_world_writable_path_entries_do_not_steer_binds() {
     symlink(&nm, &f.path("linked-bin"));
     refused(&p, &repo, &h, &path_of(&[&f.path("linked-bin")]), &secret);
 
+    // e. a PATH entry reached through a directory link that lives in a world-writable
+    //    directory (its resolved path is clean: only a walk that checks each lookup sees it)
+    std::fs::create_dir_all(f.path("safe/c")).unwrap();
+    symlink(&app.join("bin/app"), &f.path("safe/c/bin/tap"));
+    symlink(&f.path("safe"), &f.path("ww2/l2"));
+    symlink(&f.path("ww2/l2/c"), &f.path("a/l1"));
+    mode(&f.path("ww2"), 0o777);
+    refused(&p, &repo, &h, &path_of(&[&f.path("a/l1/bin")]), &secret);
+    mode(&f.path("ww2"), 0o755);
+    // and the same walk through trusted directories is followed
+    readable(&p, &repo, &h, &path_of(&[&f.path("a/l1/bin")]), &secret);
+
     // d. under a world-writable directory, with and without the sticky bit
     for (dir, m) in [("ww", 0o777), ("sticky", 0o1777)] {
         symlink(&app.join("bin/app"), &f.path(&format!("{dir}/bin/tap")));
@@ -448,5 +460,64 @@ fn credentials_are_carved_out_without_namespaces() {
         let r = run(&["read", f.path(file).to_str().unwrap()]);
         assert!(!r.run.all().contains("sbx-e2e-secret"), "{r}");
         r.assert_errno(&[libc::EACCES]);
+    }
+}
+
+/// A tool installed in a system directory (`CARGO_HOME=/usr/local/cargo`, as in the common
+/// rust container images) is visible through that directory's bind: its cargo credentials
+/// and an npm global config with a token are covered there too. The system directory here
+/// is a fixture directory added to the profile's `system_ro`.
+#[test]
+fn credentials_of_a_tool_in_a_system_directory_are_covered() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("tc-system");
+    let repo = f.repo("repo");
+    let h = f.path("home");
+    std::fs::create_dir_all(&h).unwrap();
+    let sys = f.path("sysroot");
+    exe(&sys.join("cargo/bin/rustup"));
+    symlink(Path::new("rustup"), &sys.join("cargo/bin/cargo"));
+    f.write("sysroot/cargo/credentials.toml", SECRET);
+    f.write("sysroot/cargo/config.toml", "[net]\noffline = true\n");
+    exe(&sys.join("node/bin/node"));
+    f.write("sysroot/node/etc/npmrc", TOKEN_NPMRC);
+    let path = path_of(&[&sys.join("cargo/bin"), &sys.join("node/bin")]);
+    // validate's profile with the fixture's "system" directory added to system_ro
+    let validate: toml::Table = toml::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/validate.toml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut system = validate["filesystem"]["system_ro"]
+        .as_array()
+        .unwrap()
+        .clone();
+    system.push(toml::Value::String(sys.display().to_string()));
+    let mut t: toml::Table = toml::from_str(
+        &Spec::extends("validate")
+            .programs(&["cargo", "node"])
+            .to_toml(),
+    )
+    .unwrap();
+    t["filesystem"]
+        .as_table_mut()
+        .unwrap()
+        .insert("system_ro".into(), toml::Value::Array(system));
+    let p = f.path("profile-system.toml");
+    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
+
+    for file in [
+        "sysroot/cargo/bin/cargo",
+        "sysroot/cargo/config.toml",
+        "sysroot/node/bin/node",
+    ] {
+        readable(&p, &repo, &h, &path, &f.path(file));
+    }
+    for file in ["sysroot/cargo/credentials.toml", "sysroot/node/etc/npmrc"] {
+        refused(&p, &repo, &h, &path, &f.path(file));
     }
 }
