@@ -37,20 +37,30 @@ fn cpath(p: &Path) -> Result<CString, i32> {
 /// Set mount attributes on the mount at `path` and every mount below it (Linux 5.12+).
 pub fn mount_setattr_recursive(path: &Path, attr_set: u64) -> Result<(), i32> {
     let c = cpath(path)?;
+    mount_setattr(libc::AT_FDCWD, &c, AT_RECURSIVE, attr_set)
+}
+
+/// `mount_setattr(dirfd, path, flags, {attr_set})`.
+fn mount_setattr(
+    dirfd: i32,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+    attr_set: u64,
+) -> Result<(), i32> {
     let attr = MountAttr {
         attr_set,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    // SAFETY: `c` is a valid NUL-terminated path and `attr` a valid struct of the size passed;
-    // the kernel only reads both.
+    // SAFETY: `path` is a valid NUL-terminated path and `attr` a valid struct of the size
+    // passed; the kernel only reads both.
     let r = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            AT_RECURSIVE,
+            dirfd,
+            path.as_ptr(),
+            flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
@@ -160,28 +170,12 @@ pub fn open_tree_clone(fd: i32) -> Result<std::os::fd::OwnedFd, i32> {
 /// Set mount attributes on the detached tree `fd` (from [`open_tree_clone`]) and every mount
 /// in it.
 pub fn mount_setattr_fd(fd: i32, attr_set: u64) -> Result<(), i32> {
-    let attr = MountAttr {
+    mount_setattr(
+        fd,
+        c"",
+        AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint,
         attr_set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: an empty path with AT_EMPTY_PATH, and a struct of the size passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd,
-            c"".as_ptr(),
-            AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(errno())
-    }
+    )
 }
 
 /// `move_mount(from, "", to, "", F_EMPTY_PATH | T_EMPTY_PATH)`: attach the mount `from` (a

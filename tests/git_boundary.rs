@@ -366,6 +366,11 @@ fn repo_links_and_special_files_steer_no_mount_and_block_nothing() {
     );
     let r = run_probe(&p, &repo, &[], &["read", via.to_str().unwrap()]);
     r.assert_errno(&[libc::ENOENT, libc::EACCES]);
+    // control: a link in the git dir is kept as the same link (resolved inside the view)
+    std::os::unix::fs::symlink("HEAD", repo.join(".git/head-link")).unwrap();
+    let link = repo.join(".git/head-link");
+    let d = run_probe(&p, &repo, &[], &["symlink-read", link.to_str().unwrap()]).assert_ok();
+    assert!(d.ends_with("target=HEAD"), "{d}");
 
     // 2b: a .git file whose gitdir is a host directory holding secrets
     let kube = f.write("kube/config", "KUBE TOKEN\n");

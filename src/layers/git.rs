@@ -469,9 +469,8 @@ pub fn build_view(real: &Path, view: &Path, cap: u64) -> Result<(), i32> {
                 let fd = g
                     .open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0)
                     .map_err(errno)?;
-                let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-                    .or_else(|_| readlink_fd(&fd))
-                    .map_err(errno)?;
+                // (readlink of /proc/self/fd/N would name the link, not its target)
+                let target = readlink_fd(&fd).map_err(errno)?;
                 std::os::unix::fs::symlink(target, &at).map_err(errno)?;
             }
             Kind::Other => {}
