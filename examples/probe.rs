@@ -1152,9 +1152,20 @@ fn replace_with_symlink(args: &[String]) -> Outcome {
     // SAFETY: a valid C string and a writable stat.
     check_i(unsafe { libc::lstat(p.as_ptr(), &mut st) })?;
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-        let aside = cpath(&format!("{path}.replaced"))?;
+        let aside = format!("{path}.replaced");
+        let c_aside = cpath(&aside)?;
         // SAFETY: valid C strings.
-        check_i(unsafe { libc::rename(p.as_ptr(), aside.as_ptr()) })?;
+        match check_i(unsafe { libc::rename(p.as_ptr(), c_aside.as_ptr()) }) {
+            // A directory of a copy-on-write layer's lower tree: move it as mv(1) does.
+            Err(Fail::Errno(libc::EXDEV)) => {
+                copy_tree(std::path::Path::new(path), std::path::Path::new(&aside))
+                    .and_then(|()| std::fs::remove_dir_all(path))
+                    .map_err(|e| Fail::Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            }
+            r => {
+                r?;
+            }
+        }
     } else {
         // SAFETY: a valid C string.
         check_i(unsafe { libc::unlink(p.as_ptr()) })?;
@@ -1162,6 +1173,20 @@ fn replace_with_symlink(args: &[String]) -> Outcome {
     // SAFETY: valid C strings.
     check_i(unsafe { libc::symlink(target.as_ptr(), p.as_ptr()) })?;
     ok()
+}
+
+/// `cp -a`, files and directories only.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 fn write_bytes(args: &[String]) -> Outcome {

@@ -170,6 +170,7 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
             pids: args.pids,
             env: args.env.clone(),
             keep_env: args.keep_env.clone(),
+            keep_paths: sink.as_ref().map(|s| s.in_repo(&ws)).unwrap_or_default(),
         },
         options: crate::supervisor::Options {
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
@@ -235,6 +236,21 @@ impl ReportSink {
             dest: dest.to_string(),
             file,
         }))
+    }
+
+    /// The report file's path in the repo, if it lies there: the copy-back of a read-write
+    /// repo leaves it and its directories alone ([`crate::layers::overlay`]).
+    fn in_repo(&self, ws: &Workspace) -> Vec<std::path::PathBuf> {
+        let ReportSink::File { dest, .. } = self else {
+            return Vec::new();
+        };
+        let Ok(cwd) = std::env::current_dir() else {
+            return Vec::new();
+        };
+        let at = crate::hostfs::lexical(&cwd, std::path::Path::new(dest));
+        at.strip_prefix(&ws.repo)
+            .map(|rel| vec![rel.to_path_buf()])
+            .unwrap_or_default()
     }
 
     fn write(&mut self, r: &report::Report) -> Result<(), Fail> {
@@ -459,6 +475,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         .iter()
         .map(|c| policy::gate(&Input::Command(c), &profile.gate, &ctx))
         .collect();
+    let keep_paths = sink.as_ref().map(|s| s.in_repo(&ws)).unwrap_or_default();
     let mut finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
         let Some(sink) = &mut sink else {
             return Ok(());
@@ -499,7 +516,10 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         timings: false,
         profile: &profile,
         ws: &ws,
-        overrides: crate::plan::Overrides::default(),
+        overrides: crate::plan::Overrides {
+            keep_paths,
+            ..Default::default()
+        },
         options: crate::supervisor::Options {
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
             kill_grace: profile.limits.kill_grace.0,

@@ -278,6 +278,329 @@ impl Dir {
     }
 }
 
+/// A directory opened for reading and writing by name, one level at a time: every name is a
+/// plain entry of it (never `..`, never a path), opened with `O_NOFOLLOW`, and files are
+/// replaced by renaming a new one over them, so no link in the tree is ever followed. Used by
+/// stage 2 to copy a run's changes back into the real repo ([`crate::layers::overlay`]).
+#[derive(Debug)]
+pub struct Tree(OwnedFd);
+
+/// Copy the `user.*` extended attributes of `from` to `to` (never `user.overlay.*`, which
+/// is overlayfs's bookkeeping, nor any other namespace); best effort.
+fn copy_user_xattrs(from: &File, to: &File) {
+    let mut names = vec![0u8; 4096];
+    // SAFETY: flistxattr into a buffer of the given length.
+    let n = unsafe { libc::flistxattr(from.as_raw_fd(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return;
+    }
+    let mut value = vec![0u8; 64 * 1024];
+    for name in names[..n as usize].split(|b| *b == 0) {
+        if !name.starts_with(b"user.") || name.starts_with(b"user.overlay.") {
+            continue;
+        }
+        let Ok(c) = CString::new(name) else { continue };
+        // SAFETY: fgetxattr into a buffer of the given length, a NUL-terminated name.
+        let len = unsafe {
+            libc::fgetxattr(
+                from.as_raw_fd(),
+                c.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        if len >= 0 {
+            // SAFETY: fsetxattr from the bytes just read, a NUL-terminated name.
+            unsafe {
+                libc::fsetxattr(
+                    to.as_raw_fd(),
+                    c.as_ptr(),
+                    value.as_ptr().cast(),
+                    len as usize,
+                    0,
+                )
+            };
+        }
+    }
+}
+
+/// A plain directory entry name.
+fn entry_name(name: &std::ffi::OsStr) -> io::Result<CString> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+impl Tree {
+    /// The directory at the absolute `path`, reached without any link (the repo root).
+    pub fn open(path: &Path) -> io::Result<Tree> {
+        openat2(
+            libc::AT_FDCWD,
+            path,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+            0,
+            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        )
+        .map(Tree)
+    }
+
+    pub fn from_fd(fd: OwnedFd) -> Tree {
+        Tree(fd)
+    }
+
+    pub fn raw_fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    /// The subdirectory `name` (not a link to one).
+    pub fn child(&self, name: &std::ffi::OsStr) -> io::Result<Tree> {
+        let c = entry_name(name)?;
+        // SAFETY: openat on our dir fd with a plain NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        check(fd)?;
+        // SAFETY: a fresh fd from the kernel.
+        Ok(Tree(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// `name`'s metadata, not following it; `None` when there is no such entry.
+    pub fn stat(&self, name: &std::ffi::OsStr) -> io::Result<Option<libc::stat>> {
+        let c = entry_name(name)?;
+        // SAFETY: all-zero is a valid `stat`; fstatat fills it, not following a link.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: our dir fd, a plain NUL-terminated name, a stat to fill.
+        let r = unsafe {
+            libc::fstatat(
+                self.raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        match check(r) {
+            Ok(()) => Ok(Some(st)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The names in this directory (`.` and `..` left out).
+    pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        use std::os::unix::ffi::OsStringExt;
+        // SAFETY: openat of "." on our dir fd, for a separate read position.
+        let fd = unsafe {
+            libc::openat(
+                self.raw_fd(),
+                c".".as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        check(fd)?;
+        // SAFETY: a fresh fd from the kernel, owned by the nix Dir from here on.
+        let mut dir =
+            nix::dir::Dir::from_fd(unsafe { OwnedFd::from_raw_fd(fd) }).map_err(io::Error::from)?;
+        let mut out = Vec::new();
+        for e in dir.iter() {
+            let e = e.map_err(io::Error::from)?;
+            let name = e.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                out.push(std::ffi::OsString::from_vec(name.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The value of the extended attribute `attr` of this directory, if it has it.
+    pub fn xattr(&self, attr: &std::ffi::CStr) -> Option<Vec<u8>> {
+        let mut buf = [0u8; 16];
+        // SAFETY: fgetxattr on our fd into a stack buffer of the given length.
+        let n = unsafe {
+            libc::fgetxattr(
+                self.raw_fd(),
+                attr.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        (n >= 0).then(|| buf[..n as usize].to_vec())
+    }
+
+    /// Open the regular file `name` for reading (never a link, never blocking).
+    pub fn open_file(&self, name: &std::ffi::OsStr) -> io::Result<File> {
+        let c = entry_name(name)?;
+        // SAFETY: openat on our dir fd with a plain NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        check(fd)?;
+        // SAFETY: a fresh fd from the kernel.
+        let f = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if !f.metadata()?.is_file() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        Ok(f)
+    }
+
+    /// The target of the link `name`.
+    pub fn read_link(&self, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsString> {
+        use std::os::unix::ffi::OsStringExt;
+        let c = entry_name(name)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: readlinkat on our dir fd into a buffer of the given length.
+        let n = unsafe {
+            libc::readlinkat(
+                self.raw_fd(),
+                c.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        Ok(std::ffi::OsString::from_vec(buf))
+    }
+
+    /// Remove `name`: a directory with everything in it (links removed, never followed).
+    pub fn remove(&self, name: &std::ffi::OsStr) -> io::Result<()> {
+        let c = entry_name(name)?;
+        if let Some(st) = self.stat(name)? {
+            let mut flags = 0;
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                let sub = self.child(name)?;
+                for n in sub.names()? {
+                    sub.remove(&n)?;
+                }
+                flags = libc::AT_REMOVEDIR;
+            }
+            // SAFETY: unlinkat on our dir fd with a plain NUL-terminated name.
+            check(unsafe { libc::unlinkat(self.raw_fd(), c.as_ptr(), flags) })?;
+        }
+        Ok(())
+    }
+
+    /// Make the directory `name`, or give an existing one `mode`.
+    pub fn make_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<()> {
+        let c = entry_name(name)?;
+        // SAFETY: mkdirat on our dir fd with a plain NUL-terminated name.
+        let r = unsafe { libc::mkdirat(self.raw_fd(), c.as_ptr(), 0o700) };
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(io::Error::last_os_error());
+        }
+        let sub = self.child(name)?;
+        // SAFETY: fchmod of an fd we own.
+        check(unsafe { libc::fchmod(sub.raw_fd(), mode) })
+    }
+
+    /// A name no entry has, for a file about to be renamed over another.
+    fn temp_name() -> CString {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        CString::new(format!(".sandbox-run-{}-{n}", std::process::id())).unwrap_or_default()
+    }
+
+    /// Put a copy of `data` at `name` with `mode` and the times of `like`, replacing what was
+    /// there (by rename: a link at `name` is replaced, not followed). Returns the bytes copied.
+    pub fn put_file(
+        &self,
+        name: &std::ffi::OsStr,
+        data: &mut File,
+        mode: u32,
+        like: &libc::stat,
+    ) -> io::Result<u64> {
+        let c = entry_name(name)?;
+        let tmp = Self::temp_name();
+        // SAFETY: openat on our dir fd with a fresh NUL-terminated name, never following.
+        let fd = unsafe {
+            libc::openat(
+                self.raw_fd(),
+                tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        check(fd)?;
+        // SAFETY: a fresh fd from the kernel.
+        let mut out = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let times = [
+            libc::timespec {
+                tv_sec: like.st_atime,
+                tv_nsec: like.st_atime_nsec,
+            },
+            libc::timespec {
+                tv_sec: like.st_mtime,
+                tv_nsec: like.st_mtime_nsec,
+            },
+        ];
+        let done = io::copy(data, &mut out).and_then(|n| {
+            copy_user_xattrs(data, &out);
+            // SAFETY: fchmod and futimens of an fd we own, with a two-element times array.
+            check(unsafe { libc::fchmod(out.as_raw_fd(), mode) })?;
+            // SAFETY: as above.
+            check(unsafe { libc::futimens(out.as_raw_fd(), times.as_ptr()) })?;
+            Ok(n)
+        });
+        self.rename_over(&tmp, &c, name, done)
+    }
+
+    /// Put a link to `target` at `name`, replacing what was there.
+    pub fn put_link(&self, name: &std::ffi::OsStr, target: &std::ffi::OsStr) -> io::Result<()> {
+        let c = entry_name(name)?;
+        let t = CString::new(target.as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let tmp = Self::temp_name();
+        // SAFETY: symlinkat with NUL-terminated strings on our dir fd.
+        check(unsafe { libc::symlinkat(t.as_ptr(), self.raw_fd(), tmp.as_ptr()) })?;
+        self.rename_over(&tmp, &c, name, Ok(()))
+    }
+
+    /// Rename `tmp` over `c` when `done` succeeded (a directory there is removed first), else
+    /// remove `tmp`.
+    fn rename_over<T>(
+        &self,
+        tmp: &CString,
+        c: &CString,
+        name: &std::ffi::OsStr,
+        done: io::Result<T>,
+    ) -> io::Result<T> {
+        let done = done.and_then(|v| {
+            if matches!(self.stat(name)?, Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR) {
+                self.remove(name)?;
+            }
+            // SAFETY: renameat within our dir fd, plain NUL-terminated names.
+            check(unsafe {
+                libc::renameat(self.raw_fd(), tmp.as_ptr(), self.raw_fd(), c.as_ptr())
+            })?;
+            Ok(v)
+        });
+        if done.is_err() {
+            // SAFETY: unlinkat of our own temporary name.
+            unsafe { libc::unlinkat(self.raw_fd(), tmp.as_ptr(), 0) };
+        }
+        done
+    }
+}
+
 /// `path` made absolute against `cwd` and normalized without touching the filesystem (`.`
 /// dropped, `..` pops a component).
 pub fn lexical(cwd: &Path, path: &Path) -> PathBuf {

@@ -58,6 +58,9 @@ pub struct Plan {
     /// ([`crate::layers::cgroup::join_self`]). Empty otherwise (v2: the supervisor moves it).
     #[serde(default)]
     pub cgroup_join: Vec<PathBuf>,
+    /// Repo-relative paths the copy-back leaves alone ([`Overrides::keep_paths`]).
+    #[serde(default)]
+    pub keep_paths: Vec<PathBuf>,
 }
 
 /// What the `run` command line adds to the profile.
@@ -69,6 +72,8 @@ pub struct Overrides {
     pub pids: Option<u64>,
     pub env: Vec<(String, String)>,
     pub keep_env: Vec<String>,
+    /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
+    pub keep_paths: Vec<PathBuf>,
 }
 
 /// Facts about the host the plan depends on; probed once, replaceable in tests.
@@ -79,6 +84,8 @@ pub struct Host {
     pub landlock_abi: u8,
     pub seccomp: bool,
     pub env: Vec<(String, String)>,
+    /// The kernel's version (major, minor).
+    pub kernel: (u32, u32),
 }
 
 impl Host {
@@ -93,6 +100,7 @@ impl Host {
             env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
+            kernel: kernel_version(),
         }
     }
 
@@ -102,6 +110,38 @@ impl Host {
             .find(|(n, _)| n == k)
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// (major, minor) of the running kernel; (0, 0) when unreadable.
+pub fn kernel_version() -> (u32, u32) {
+    let u = nix::sys::utsname::uname();
+    let release = u
+        .as_ref()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut n = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse().unwrap_or(0));
+    (n.next().unwrap_or(0), n.next().unwrap_or(0))
+}
+
+/// The read-write repo's disk cap, where the kernel can keep it: the copy-on-write layer
+/// needs overlayfs to mark a directory removed and made anew (an "opaque" directory) in a
+/// `user.*` extended attribute of the tmpfs under it, which tmpfs has since Linux 6.6. Before
+/// that, `rm -r dir && mkdir dir` would fail inside with EIO, so the repo is bound as it is and
+/// the report lists `disk` under `degraded`.
+fn disk_cap(
+    profile: &Profile,
+    mode: RepoMode,
+    host: &Host,
+    degraded: &mut Vec<String>,
+) -> Option<u64> {
+    let cap = profile.limits.disk.0?;
+    if mode == RepoMode::Rw && host.kernel < (6, 6) {
+        degraded.push("disk".into());
+        return None;
+    }
+    Some(cap)
 }
 
 /// Build the plan for an allowed command. Errors are one line for exit 125.
@@ -169,6 +209,10 @@ pub fn build(
         }
         degraded.push("namespaces".to_string());
         degraded.push("filesystem".to_string());
+        // The disk cap is a copy-on-write layer: no mount namespace, no cap.
+        if repo_mode == RepoMode::Rw && profile.limits.disk.0.is_some() {
+            degraded.push("disk".to_string());
+        }
         // No copy-on-write without a mount namespace: writes fail instead of vanishing.
         if repo_mode == RepoMode::Overlay {
             repo_mode = RepoMode::Ro;
@@ -225,6 +269,7 @@ pub fn build(
             sys: &fs.sys,
             home: &home,
             tmp_size: fs.tmp_size.0,
+            disk: disk_cap(profile, repo_mode, host, &mut degraded),
             dev_pts: fs.dev_pts,
         })?
     };
@@ -372,6 +417,7 @@ pub fn build(
         degraded,
         git_placeholder,
         cgroup_join: Vec::new(),
+        keep_paths: o.keep_paths.clone(),
     })
 }
 

@@ -9,7 +9,7 @@
 //! then the profiles built into the binary. A value with a `/` or ending in `.toml` is a path.
 //! The schema is documented in `profiles/README.md`.
 
-use crate::units::{Duration, Size};
+use crate::units::{Cap, Duration, Size};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -138,6 +138,10 @@ pub struct Limits {
     /// Bytes of each of the command's stdout and stderr the supervisor passes through when it
     /// pipes them (capture, `--report -`); the rest is dropped.
     pub output: Size,
+    /// Read-write repo: the bytes (and files, one per 4 KiB) the command may add, held in a
+    /// copy-on-write layer and copied back after the run (`off`: the repo is bound as is).
+    /// Copy-on-write repo: the size of its layer.
+    pub disk: Cap,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,6 +247,7 @@ struct LimitsFile {
     nofile: Option<u64>,
     fsize: Option<Size>,
     output: Option<Size>,
+    disk: Option<Cap>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -307,7 +312,7 @@ impl ProfileFile {
         let (c, p) = (&mut self.network, &mut parent.network);
         merge_fields!(c, p, mode, tcp_connect, tcp_bind);
         let (c, p) = (&mut self.limits, &mut parent.limits);
-        merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output);
+        merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output, disk);
         let (c, p) = (&mut self.env, &mut parent.env);
         merge_fields!(c, p, keep, set, path);
         let (c, p) = (&mut self.layers, &mut parent.layers);
@@ -379,6 +384,7 @@ impl ProfileFile {
                 nofile: l.nofile.unwrap_or(1024),
                 fsize: l.fsize.unwrap_or(Size(1 << 30)),
                 output: l.output.unwrap_or(Size(64 << 20)),
+                disk: l.disk.unwrap_or(Cap(Some(2 << 30))),
             },
             env: Env {
                 keep: e.keep.unwrap_or_default(),

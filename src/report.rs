@@ -66,6 +66,9 @@ pub struct CommandResult {
     /// Limits the command ran into: `memory` (OOM kills), `pids` (forks refused), `output`
     /// (stdout or stderr passed `[limits] output`, the rest dropped).
     pub limits_hit: Vec<&'static str>,
+    /// Read-write repo with a disk cap: what the command changed and what was copied back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo_changes: Option<crate::layers::overlay::Changes>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,6 +218,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         }),
         error: None,
         limits_hit: Vec::new(),
+        repo_changes: None,
         out: None,
         err: None,
     }
@@ -236,6 +240,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         denied: None,
         error: Some(error.to_string()),
         limits_hit: Vec::new(),
+        repo_changes: None,
         out: None,
         err: None,
     }
@@ -264,6 +269,9 @@ pub fn ran(
     }
     if !f.output_capped.is_empty() {
         limits_hit.push("output");
+    }
+    if f.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
+        limits_hit.push("disk");
     }
     let status = if f.failure.is_some() {
         match code {
@@ -296,6 +304,7 @@ pub fn ran(
         denied: None,
         error,
         limits_hit,
+        repo_changes: f.repo_changes.clone(),
         out: text(&f.out),
         err: text(&f.err),
     }

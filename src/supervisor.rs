@@ -91,6 +91,8 @@ pub struct Finished {
     pub err: Vec<u8>,
     /// The streams (`stdout`, `stderr`) that passed the output cap.
     pub output_capped: Vec<&'static str>,
+    /// The read-write repo's disk layer and copy-back, when the run had one.
+    pub repo_changes: Option<crate::layers::overlay::Changes>,
 }
 
 /// A bounded tail of a stream: memory stays flat however much the command prints.
@@ -336,6 +338,10 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             Record::Exited(s) => f.status = Some(s),
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
+            Record::Disk { fact, value } => f
+                .repo_changes
+                .get_or_insert_with(Default::default)
+                .add(fact, value),
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings

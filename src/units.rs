@@ -107,6 +107,35 @@ impl fmt::Display for Size {
     }
 }
 
+/// A size cap that can be switched off: `"off"`, or a size such as `"2G"` (not zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cap(pub Option<u64>);
+
+impl FromStr for Cap {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "off" {
+            return Ok(Cap(None));
+        }
+        let b = s.parse::<Size>().map_err(|e| format!("{e}, or \"off\""))?;
+        if b.0 == 0 {
+            return Err(format!(
+                "invalid cap {s:?}: zero (write \"off\" for no cap)"
+            ));
+        }
+        Ok(Cap(Some(b.0)))
+    }
+}
+
+impl fmt::Display for Cap {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.0 {
+            None => write!(f, "off"),
+            Some(b) => Size(b).fmt(f),
+        }
+    }
+}
+
 /// Profiles may write sizes and durations as strings or, for plain counts, as integers.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -137,6 +166,7 @@ macro_rules! serde_via_display {
 }
 serde_via_display!(Duration, "duration string such as \"90s\"");
 serde_via_display!(Size, "size string such as \"512M\"");
+serde_via_display!(Cap, "size string such as \"2G\", or \"off\"");
 
 #[cfg(test)]
 mod tests {
@@ -182,6 +212,12 @@ mod tests {
         }
         for bad in ["", "M", "2X", "-5M", "99999999999T"] {
             assert!(bad.parse::<Size>().is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!("off".parse::<Cap>().unwrap(), Cap(None));
+        assert_eq!("2G".parse::<Cap>().unwrap().to_string(), "2G");
+        assert_eq!(Cap(None).to_string(), "off");
+        for bad in ["0", "", "none", "-1G"] {
+            assert!(bad.parse::<Cap>().is_err(), "{bad:?} should be rejected");
         }
     }
 }

@@ -89,11 +89,13 @@ const VICTIM: &str = "the victim's own content\n";
 // ---------------------------------------------------------------------------------------------
 // 6a: the report file is created at start, without following a link inside the repo.
 
-/// Run 1, in a rw repo with `--report <repo>/report.json`: the workload replaces report.json
-/// with a symlink to a file outside the repo. The report goes to the file opened at start
-/// (now unlinked: its fd still points at the old inode, so that report is lost, which is the
-/// workload's doing), never through the link. Run 2 with the same `--report` is refused with
-/// 125 before anything runs. The victim is intact throughout.
+/// Run 1, in a rw repo bound as it is (`disk = "off"`) with `--report <repo>/report.json`:
+/// the workload replaces report.json with a symlink to a file outside the repo. The report
+/// goes to the file opened at start (now unlinked: its fd still points at the old inode, so
+/// that report is lost, which is the workload's doing), never through the link. Run 2 with
+/// the same `--report` is refused with 125 before anything runs. The victim is intact
+/// throughout. (With a disk cap the link never reaches the host:
+/// [`a_report_path_is_left_alone_by_the_copy_back`].)
 #[test]
 fn a_report_file_replaced_by_a_symlink_is_never_written_through() {
     if !sandbox_works() {
@@ -102,7 +104,7 @@ fn a_report_file_replaced_by_a_symlink_is_never_written_through() {
     let f = Fixture::new("report-file-link");
     let repo = f.repo("repo");
     let victim = f.write("victim.txt", VICTIM);
-    let p = f.profile(&Spec::default().repo("rw"));
+    let p = f.profile(&Spec::default().repo("rw").disk("off"));
     let report = repo.join("report.json");
     // left by an earlier run (and created by this one at its start anyway)
     std::fs::write(&report, "{}\n").unwrap();
@@ -172,7 +174,7 @@ fn a_report_directory_replaced_by_a_symlink_is_never_written_through() {
     let repo = f.repo("repo");
     std::fs::create_dir(repo.join("out")).unwrap();
     let victim = f.write("elsewhere/report.json", VICTIM);
-    let p = f.profile(&Spec::default().repo("rw"));
+    let p = f.profile(&Spec::default().repo("rw").disk("off"));
     let report = repo.join("out/report.json");
 
     run_probe(
@@ -197,6 +199,46 @@ fn a_report_directory_replaced_by_a_symlink_is_never_written_through() {
     assert!(r.run.stderr.contains("sandbox-run: report "), "{r}");
     assert!(!marker.exists(), "the command ran:\n{r}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), VICTIM);
+}
+
+/// With a disk cap (the default of rw profiles) the command works on a copy-on-write layer and
+/// its changes are copied back after the run; there, the report file and each directory on
+/// its way are left alone: replacing the file by a link, or its directory by a link, or
+/// writing a forged report into it never reaches the host, and the real report arrives
+/// whole. Each refusal is named on stderr. Control: another file beside it is copied back.
+#[test]
+fn a_report_path_is_left_alone_by_the_copy_back() {
+    if !sandbox_works() || !disk_cap_works() {
+        return;
+    }
+    let f = Fixture::new("report-kept");
+    let repo = f.repo("repo");
+    std::fs::create_dir(repo.join("out")).unwrap();
+    let victim = f.write("elsewhere/report.json", VICTIM);
+    let p = f.profile(&Spec::default().repo("rw"));
+    let report = repo.join("out/report.json");
+    let (out, elsewhere) = (repo.join("out"), f.path("elsewhere"));
+    let attacks: [&[&str]; 3] = [
+        &["replace-with-symlink", s(&report), s(&victim)],
+        &["replace-with-symlink", s(&out), s(&elsewhere)],
+        &["write", s(&report)],
+    ];
+    for attack in attacks {
+        let r = run_probe(&p, &repo, &["--report", s(&report)], attack);
+        r.assert_ok();
+        assert!(
+            r.run.stderr.contains("(the report's path)"),
+            "the refusal is named:\n{r}"
+        );
+        assert!(repo.join("out").is_dir() && !repo.join("out").is_symlink());
+        let v = valid_report(&report);
+        assert_eq!(v["results"][0]["status"], "ok", "{v:#}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), VICTIM);
+    }
+    // control: a file beside the report is copied back
+    let beside = repo.join("out/beside.txt");
+    run_probe(&p, &repo, &["--report", s(&report)], &["write", s(&beside)]).assert_ok();
+    assert!(beside.exists());
 }
 
 /// Control: a plain report path inside the repo works and holds a valid report; so does one

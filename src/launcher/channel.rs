@@ -24,6 +24,37 @@ pub enum Record {
     Ready,
     /// A setup phase ended at this CLOCK_MONOTONIC time (low 32 bits of microseconds).
     Timing { phase: Phase, micros: u32 },
+    /// A fact about the read-write repo's disk layer and its copy-back (saturating).
+    Disk { fact: DiskFact, value: u32 },
+}
+
+/// What a [`Record::Disk`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DiskFact {
+    /// KiB used on the disk layer when the command ended.
+    UsedKib = 1,
+    /// Files (inodes) used there.
+    Files,
+    /// 1: the cap was reached (less than 1 MiB or no inode left).
+    Full,
+    /// Files and links written back, directories made.
+    Written,
+    /// Entries removed from the real repo.
+    Removed,
+    /// Entries not copied back (special files, set-up of git dirs...).
+    Refused,
+}
+
+impl DiskFact {
+    pub const ALL: [DiskFact; 6] = [
+        DiskFact::UsedKib,
+        DiskFact::Files,
+        DiskFact::Full,
+        DiskFact::Written,
+        DiskFact::Removed,
+        DiskFact::Refused,
+    ];
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -100,6 +131,7 @@ impl Record {
             Record::Landlock { abi, status } => (3, abi, status as u16, 0, 0),
             Record::Ready => (4, 0, 0, 0, 0),
             Record::Timing { phase, micros } => (5, phase as u8, 0, micros as i32, 0),
+            Record::Disk { fact, value } => (6, fact as u8, 0, value as i32, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -129,6 +161,10 @@ impl Record {
             5 => Some(Record::Timing {
                 phase: *Phase::ALL.iter().find(|p| **p as u8 == b[1])?,
                 micros: value as u32,
+            }),
+            6 => Some(Record::Disk {
+                fact: *DiskFact::ALL.iter().find(|f| **f as u8 == b[1])?,
+                value: value as u32,
             }),
             _ => None,
         }
@@ -176,6 +212,10 @@ mod tests {
             Record::Timing {
                 phase: Phase::Landlock,
                 micros: u32::MAX - 3,
+            },
+            Record::Disk {
+                fact: DiskFact::Refused,
+                value: u32::MAX,
             },
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));

@@ -19,7 +19,10 @@
 
 use super::channel::{self, mark, Phase, Record};
 use super::init;
-use crate::layers::{caps, fds, git, landlock, ns, rlimits, seccomp, Step, StepError};
+use crate::hostfs::Tree;
+use crate::layers::{
+    caps, fds, git, landlock, mounts, ns, overlay, rlimits, seccomp, Step, StepError,
+};
 use crate::plan::Plan;
 use std::ffi::CString;
 use std::io::Read;
@@ -110,11 +113,22 @@ fn run() -> Result<i32, StepError> {
     // bringing back what git recorded once the sandbox is gone.
     let (views, cap) = git_views(&plan);
     let real = git::Real::open(&views).map_err(|e| StepError::new(Step::GitView, e))?;
+    // Read-write repo with a disk cap: the real repo, for the copy-back, and the disk layer
+    // (on the scratch root pid 1 pivots onto, made here so that it outlives pid 1).
+    let real_repo = overlay::Real::open(&plan.mounts, &plan.keep_paths)
+        .map_err(|e| StepError::new(Step::CopyBack, e))?;
+    let disk = if plan.namespaces {
+        mounts::scratch(overlay::Real::disk_size(&plan.mounts))?.map(Tree::from_fd)
+    } else {
+        None
+    };
     // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
     match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
         nix::unistd::ForkResult::Child => {
-            // The workload must never hold a writable fd of a real git dir.
-            for fd in real.raw_fds() {
+            // The workload must never hold a writable fd of a real git dir or repo.
+            let repo_fds = real_repo.iter().map(|r| r.tree.raw_fd());
+            let disk_fds = disk.iter().map(Tree::raw_fd);
+            for fd in real.raw_fds().into_iter().chain(repo_fds).chain(disk_fds) {
                 // SAFETY: closing fds this process inherited and never uses.
                 unsafe { libc::close(fd) };
             }
@@ -138,8 +152,54 @@ fn run() -> Result<i32, StepError> {
                     return Ok(125);
                 }
             }
+            if let (0, Some(disk), Some(real_repo)) = (code, &disk, &real_repo) {
+                return Ok(copy_back(disk, real_repo));
+            }
             Ok(code)
         }
+    }
+}
+
+/// Bring the run's changes back into the real repo and tell the supervisor how it went; what
+/// was refused is named on stderr. Returns pid 1's exit code, or 125 when writing failed.
+fn copy_back(disk: &Tree, real: &overlay::Real) -> i32 {
+    use channel::DiskFact;
+    let (used, files, full) = overlay::usage(disk);
+    let s = overlay::copy_back(disk, real);
+    let sat = |n: u64| n.min(u32::MAX as u64) as u32;
+    for (fact, value) in [
+        (DiskFact::UsedKib, sat(used / 1024)),
+        (DiskFact::Files, sat(files)),
+        (DiskFact::Full, full as u32),
+        (DiskFact::Written, sat(s.written)),
+        (DiskFact::Removed, sat(s.removed)),
+        (DiskFact::Refused, sat(s.refused)),
+    ] {
+        channel::send(Record::Disk { fact, value });
+    }
+    for (path, why) in &s.named {
+        eprintln!(
+            "sandbox-run: repo: not copied back: {} ({why})",
+            path.display()
+        );
+    }
+    if s.refused > s.named.len() as u64 {
+        eprintln!(
+            "sandbox-run: repo: {} more entries not copied back",
+            s.refused - s.named.len() as u64
+        );
+    }
+    match s.error {
+        Some((path, errno)) => {
+            eprintln!(
+                "sandbox-run: repo: copying back {}: {}",
+                path.display(),
+                std::io::Error::from_raw_os_error(errno)
+            );
+            channel::send(Record::Failed(StepError::new(Step::CopyBack, errno)));
+            125
+        }
+        None => 0,
     }
 }
 
@@ -150,7 +210,7 @@ fn git_views(plan: &Plan) -> (Vec<std::path::PathBuf>, u64) {
         .mounts
         .iter()
         .filter_map(|op| match op {
-            crate::layers::mounts::Op::GitView { dir, size } => {
+            crate::layers::mounts::Op::GitView { dir, size, .. } => {
                 cap = *size;
                 Some(dir.clone())
             }

@@ -11,6 +11,7 @@ pub mod git;
 pub mod landlock;
 pub mod mounts;
 pub mod ns;
+pub mod overlay;
 pub mod rlimits;
 pub mod seccomp;
 
@@ -57,6 +58,7 @@ pub enum Step {
     GitView,
     GitCopyBack,
     UserLimits,
+    CopyBack,
 }
 
 impl Step {
@@ -98,6 +100,7 @@ impl Step {
         Step::GitView,
         Step::GitCopyBack,
         Step::UserLimits,
+        Step::CopyBack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,6 +142,7 @@ impl Step {
             Step::GitView => "mounts: git dir view",
             Step::GitCopyBack => "git: copy back HEAD, index and friends",
             Step::UserLimits => "namespaces: per-user limits",
+            Step::CopyBack => "repo: copy back the run's changes",
         }
     }
 

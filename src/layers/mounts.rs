@@ -33,11 +33,15 @@ pub enum Op {
     },
     /// A private tmpfs.
     Tmpfs { dst: PathBuf, size: u64, mode: u32 },
-    /// Copy-on-write view of `lower`: writes land on a tmpfs and vanish with the sandbox.
+    /// Copy-on-write view of `lower`: writes land on a tmpfs of `size` bytes and vanish with
+    /// the sandbox; or, when `kept`, on the run's disk layer ([`scratch`]), which stage 2
+    /// copies back to `lower` after the run ([`crate::layers::overlay`]).
     Overlay {
         lower: PathBuf,
         dst: PathBuf,
         size: u64,
+        #[serde(default)]
+        kept: bool,
     },
     /// A fresh procfs for the new pid namespace.
     Proc { dst: PathBuf },
@@ -50,7 +54,15 @@ pub enum Op {
     /// A git dir (at the same path inside) shown as a view ([`crate::layers::git`]): a tmpfs
     /// of `size` bytes with its work dirs bound read-write, its work files copied (and copied
     /// back after the run), everything else bound read-only. Read-write repo modes only.
-    GitView { dir: PathBuf, size: u64 },
+    /// `layer`: the dir lies in the kept overlay of this repo, and its work dirs are taken
+    /// from there, so what git writes counts against the disk cap and is copied back with the
+    /// rest.
+    GitView {
+        dir: PathBuf,
+        size: u64,
+        #[serde(default)]
+        layer: Option<PathBuf>,
+    },
     /// `repo/rel` bound read-only onto itself, opened without following a link and bound by
     /// fd (a `.git` file, a hooks path, a `protect` entry); created as an empty directory
     /// first when `create` and missing.
@@ -91,6 +103,9 @@ pub struct Input<'a> {
     pub sys: &'a [PathBuf],
     pub home: &'a Path,
     pub tmp_size: u64,
+    /// `[limits] disk`: the read-write repo becomes a kept overlay of this size; the
+    /// copy-on-write repo's layer takes this size too.
+    pub disk: Option<u64>,
     pub dev_pts: bool,
 }
 
@@ -144,43 +159,50 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         });
     }
     let repo = i.repo.to_path_buf();
-    match i.repo_mode {
-        RepoMode::Overlay => {
+    let ro = i.repo_mode == RepoMode::Ro;
+    let layered = match i.repo_mode {
+        RepoMode::Overlay => Some(false),
+        RepoMode::Rw if i.disk.is_some() => Some(true),
+        _ => None,
+    };
+    match layered {
+        Some(kept) => {
             let s = repo.to_string_lossy();
             if s.contains([',', ':', '\\']) {
                 return Err(format!(
-                    "filesystem: the repo path {s:?} contains ',', ':' or '\\', which overlayfs cannot take; use repo = \"ro\" or \"rw\""
+                    "filesystem: the repo path {s:?} contains ',', ':' or '\\', which overlayfs cannot take; {}",
+                    if kept { "set [limits] disk = \"off\" in the profile" } else { "use repo = \"ro\" or \"rw\"" }
                 ));
             }
             ops.push(Op::Overlay {
                 lower: repo.clone(),
                 dst: repo.clone(),
-                size: i.tmp_size,
+                size: i.disk.unwrap_or(i.tmp_size),
+                kept,
             });
         }
-        RepoMode::Rw | RepoMode::Ro => {
-            let ro = i.repo_mode == RepoMode::Ro;
-            ops.push(bind(&repo, ro, false));
-            if let (false, Some(git)) = (ro, i.git) {
-                for d in &git.dirs {
-                    ops.push(Op::GitView {
-                        dir: d.clone(),
-                        size: i.tmp_size,
-                    });
-                }
-                for (rel, create) in git
-                    .pins
-                    .iter()
-                    .map(|p| (p, false))
-                    .chain(git.create.iter().map(|p| (p, true)))
-                {
-                    ops.push(Op::RepoRo {
-                        repo: repo.clone(),
-                        rel: rel.clone(),
-                        create,
-                    });
-                }
-            }
+        None => ops.push(bind(&repo, ro, false)),
+    }
+    if let (false, Some(git)) = (ro, i.git) {
+        let layered = layered == Some(true);
+        for d in &git.dirs {
+            ops.push(Op::GitView {
+                dir: d.clone(),
+                size: i.tmp_size,
+                layer: (layered && d.starts_with(&repo)).then(|| repo.clone()),
+            });
+        }
+        for (rel, create) in git
+            .pins
+            .iter()
+            .map(|p| (p, false))
+            .chain(git.create.iter().map(|p| (p, true)))
+        {
+            ops.push(Op::RepoRo {
+                repo: repo.clone(),
+                rel: rel.clone(),
+                create,
+            });
         }
     }
     ops.extend(i.hide.iter().cloned());
@@ -217,11 +239,16 @@ fn io_err(step: Step) -> impl Fn(std::io::Error) -> StepError {
     move |e| StepError::new(step, e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// Build the new root from `ops` and switch into it. Runs in pid 1 of the sandbox, after
-/// `unshare(CLONE_NEWNS)` and `/` made private (so nothing here reaches the host's tree).
-pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
-    let none: Option<&str> = None;
-    // 1. A scratch tmpfs, pivoted onto, so the host's tree stays reachable under /oldroot.
+/// Where the run's disk layer is mounted in the scratch root, with `upper` and `work` in it.
+const DISK: &str = "/ovl/disk";
+/// Where the kept overlay is mounted in the scratch root (and bound from into the new root).
+const MERGED: &str = "/ovl/merged";
+
+/// The scratch tmpfs [`build_root`] pivots onto, and, for a kept overlay, the run's disk layer:
+/// a tmpfs of `disk` bytes (and a file per 4 KiB) in it. Made by stage 2 before it forks
+/// pid 1, in the mount namespace they share, so that stage 2 keeps the disk layer (the fd
+/// returned) once pid 1's pivots have detached the scratch root, and copies it back.
+pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
     mount(
         Some("tmpfs"),
         BASE,
@@ -233,6 +260,36 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     for d in ["oldroot", "newroot", "ovl"] {
         std::fs::create_dir(Path::new(BASE).join(d)).map_err(io_err(Step::MountRoot))?;
     }
+    let Some(size) = disk else {
+        return Ok(None);
+    };
+    let at = under(BASE, Path::new(DISK));
+    std::fs::create_dir(&at).map_err(io_err(Step::MountOverlay))?;
+    let opts = format!(
+        "size={size},nr_inodes={},mode=0755",
+        (size / 4096).max(1024)
+    );
+    mount(
+        Some("tmpfs"),
+        &at,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(opts.as_str()),
+    )
+    .map_err(err(Step::MountOverlay))?;
+    for d in ["upper", "work"] {
+        std::fs::create_dir(at.join(d)).map_err(io_err(Step::MountOverlay))?;
+    }
+    let dir = std::fs::File::open(&at).map_err(io_err(Step::MountOverlay))?;
+    Ok(Some(dir.into()))
+}
+
+/// Build the new root from `ops` and switch into it. Runs in pid 1 of the sandbox, in the
+/// mount namespace stage 2 made (`/` private, so nothing here reaches the host's tree) and
+/// prepared ([`scratch`]).
+pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
+    let none: Option<&str> = None;
+    // 1. Onto the scratch tmpfs, so the host's tree stays reachable under /oldroot.
     nix::unistd::pivot_root(BASE, &Path::new(BASE).join("oldroot"))
         .map_err(err(Step::PivotRoot))?;
     nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
@@ -319,27 +376,47 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             )
             .map_err(err(Step::MountTmpfs))
         }
-        Op::Overlay { lower, dst, size } => {
-            // upper and work on their own sized tmpfs, outside the new tree
-            let scratch = Path::new("/ovl").join(n.to_string());
-            std::fs::create_dir(&scratch).map_err(io_err(Step::MountOverlay))?;
-            let opts = format!("size={size},mode=0755");
-            mount(
-                Some("tmpfs"),
-                &scratch,
-                Some("tmpfs"),
-                nosuid,
-                Some(opts.as_str()),
-            )
-            .map_err(err(Step::MountOverlay))?;
-            for d in ["upper", "work"] {
-                std::fs::create_dir(scratch.join(d)).map_err(io_err(Step::MountOverlay))?;
-            }
+        Op::Overlay {
+            lower,
+            dst,
+            size,
+            kept,
+        } => {
+            // upper and work on their own sized tmpfs, outside the new tree (kept: the
+            // run's disk layer, made by `scratch`)
+            let scratch = if *kept {
+                PathBuf::from(DISK)
+            } else {
+                let scratch = Path::new("/ovl").join(n.to_string());
+                std::fs::create_dir(&scratch).map_err(io_err(Step::MountOverlay))?;
+                let opts = format!("size={size},mode=0755");
+                mount(
+                    Some("tmpfs"),
+                    &scratch,
+                    Some("tmpfs"),
+                    nosuid,
+                    Some(opts.as_str()),
+                )
+                .map_err(err(Step::MountOverlay))?;
+                for d in ["upper", "work"] {
+                    std::fs::create_dir(scratch.join(d)).map_err(io_err(Step::MountOverlay))?;
+                }
+                scratch
+            };
             // the upper dir's root must look like the lower one (owner, mode) or git and
             // friends see a different directory
             copy_owner_mode(&under(OLD, lower), &scratch.join("upper"))?;
             let dst = under(NEW, dst);
             mount_point(&dst, false, Step::MountOverlay)?;
+            // kept: mounted in the scratch root first, where the git views take their work
+            // dirs from (in the new root, views of outer git dirs cover inner ones)
+            let at = if *kept {
+                let at = PathBuf::from(MERGED);
+                std::fs::create_dir(&at).map_err(io_err(Step::MountOverlay))?;
+                at
+            } else {
+                dst.clone()
+            };
             let base = format!(
                 "lowerdir={},upperdir={},workdir={}",
                 under(OLD, lower).display(),
@@ -350,7 +427,7 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             let with_userxattr = format!("{base},userxattr");
             mount(
                 Some("overlay"),
-                &dst,
+                &at,
                 Some("overlay"),
                 nosuid,
                 Some(with_userxattr.as_str()),
@@ -358,24 +435,30 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             .or_else(|_| {
                 mount(
                     Some("overlay"),
-                    &dst,
+                    &at,
                     Some("overlay"),
                     nosuid,
                     Some(base.as_str()),
                 )
             })
-            .map_err(err(Step::MountOverlay))
+            .map_err(err(Step::MountOverlay))?;
+            if *kept {
+                bind(&at, &dst, false)?;
+            }
+            Ok(())
         }
         Op::Proc { dst } => build_proc(&under(NEW, dst)),
-        Op::GitView { dir, size } => git_view(dir, *size, n),
+        Op::GitView { dir, size, layer } => git_view(dir, *size, layer.as_deref(), n),
         Op::RepoRo { repo, rel, create } => repo_ro(repo, rel, *create),
         Op::Dev { dst, pts, shm_size } => build_dev(&under(NEW, dst), *pts, *shm_size),
     }
 }
 
 /// A git dir's view: built on its own sized tmpfs in the scratch root (which nothing else
-/// sees), then moved, by fd, onto the git dir's place in the new root.
-fn git_view(dir: &Path, size: u64, n: usize) -> Result<(), StepError> {
+/// sees), then moved, by fd, onto the git dir's place in the new root. Its source is the host's
+/// git dir, or, for a dir in the kept overlay of the repo `layer`, the same dir in the overlay
+/// as mounted in the scratch root, where no other view covers a part of it.
+fn git_view(dir: &Path, size: u64, layer: Option<&Path>, n: usize) -> Result<(), StepError> {
     let e = |errno: i32| StepError::new(Step::GitView, errno);
     let scratch = Path::new("/ovl").join(n.to_string());
     std::fs::create_dir(&scratch).map_err(io_err(Step::GitView))?;
@@ -388,7 +471,12 @@ fn git_view(dir: &Path, size: u64, n: usize) -> Result<(), StepError> {
         Some(opts.as_str()),
     )
     .map_err(err(Step::GitView))?;
-    crate::layers::git::build_view(&under(OLD, dir), &scratch, size).map_err(e)?;
+    let src = match layer.map(|repo| dir.strip_prefix(repo)) {
+        Some(Ok(rel)) => Path::new(MERGED).join(rel),
+        Some(Err(_)) => return Err(e(libc::EINVAL)),
+        None => under(OLD, dir),
+    };
+    crate::layers::git::build_view(&src, &scratch, size).map_err(e)?;
     let dst = under(NEW, dir);
     mount_point(&dst, false, Step::GitView)?;
     let target = crate::hostfs::Dir::open_no_links(&dst).map_err(io_err(Step::GitView))?;
@@ -625,6 +713,7 @@ mod tests {
             sys: &[],
             home: Path::new("/home/u"),
             tmp_size: 1 << 20,
+            disk: None,
             dev_pts: false,
         }
     }
@@ -651,6 +740,16 @@ mod tests {
             ops[pos("/tmp/work/repo")],
             Op::Bind { ro: false, .. }
         ));
+        let mut rw = input(repo, RepoMode::Rw, &sys);
+        rw.disk = Some(8 << 20);
+        let kept = plan(&rw).unwrap();
+        assert!(kept.iter().any(|o| matches!(
+            o,
+            Op::Overlay { kept: true, size, .. } if *size == 8 << 20
+        )));
+        assert!(!kept
+            .iter()
+            .any(|o| matches!(o, Op::Bind { dst, .. } if dst == repo)));
         let ov = plan(&input(repo, RepoMode::Overlay, &sys)).unwrap();
         assert!(ov.iter().any(|o| matches!(o, Op::Overlay { .. })));
         assert!(plan(&input(Path::new("/a,b"), RepoMode::Overlay, &sys)).is_err());

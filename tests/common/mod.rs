@@ -131,6 +131,25 @@ pub fn skip_tool(why: &str) {
     log_skip(&format!("SKIP {test}: {why}"));
 }
 
+/// Can a read-write repo have its disk cap here (a copy-on-write layer on tmpfs, which needs
+/// tmpfs's `user.*` xattrs: Linux 6.6)? Otherwise a skip (sandbox-run binds the repo as it
+/// is and reports `disk` under `degraded`).
+pub fn disk_cap_works() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    let v = (n.next().unwrap_or(0), n.next().unwrap_or(0));
+    if v < (6, 6) {
+        skip(
+            "disk",
+            &format!("Linux {}.{}: the disk cap needs tmpfs user xattrs (6.6)", v.0, v.1),
+        );
+        return false;
+    }
+    true
+}
+
 /// The landlock ABI of the running kernel (0: none).
 pub fn landlock_abi() -> u8 {
     // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) reads no memory.
@@ -391,6 +410,8 @@ pub struct Spec {
     pub no_probe: bool,
     /// More `[layers]` keys (`namespaces = "best-effort"`).
     pub layers: Vec<(String, String)>,
+    /// `[limits] disk`; `None` keeps the parent's.
+    pub disk: Option<String>,
 }
 
 impl Default for Spec {
@@ -407,6 +428,7 @@ impl Default for Spec {
             env_keep: None,
             no_probe: false,
             layers: Vec::new(),
+            disk: None,
         }
     }
 }
@@ -456,6 +478,12 @@ impl Spec {
     }
     pub fn layer(mut self, key: &str, value: &str) -> Spec {
         self.layers.push((key.into(), value.into()));
+        self
+    }
+
+    /// `[limits] disk` (`"off"`: the read-write repo is bound as it is, no copy-back).
+    pub fn disk(mut self, cap: &str) -> Spec {
+        self.disk = Some(cap.to_string());
         self
     }
 
@@ -524,6 +552,11 @@ impl Spec {
             layers.insert(k.clone(), s(v));
         }
         top.insert("layers".into(), Value::Table(layers));
+        if let Some(d) = &self.disk {
+            let mut limits = toml::Table::new();
+            limits.insert("disk".into(), s(d));
+            top.insert("limits".into(), Value::Table(limits));
+        }
         toml::to_string(&top).unwrap()
     }
 }
