@@ -110,7 +110,40 @@ pub struct Sandbox {
     pub fds_closed: bool,
     pub uid: u32,
     pub env_removed: Vec<String>,
+    /// Every caller variable that did not reach the command, by name, with why: `secret`
+    /// (secret-looking), `loads_code` (code-loading), `not_kept` (not on the keep list).
+    pub env_dropped: Vec<crate::layers::env::Dropped>,
+    pub network: Network,
     pub degraded: Vec<String>,
+}
+
+/// The network the command had.
+#[derive(Debug, Clone, Serialize)]
+pub struct Network {
+    /// `none` (its own network namespace, loopback only) or `host`.
+    pub mode: crate::profile::NetMode,
+    /// The TCP ports the command may connect to (landlock); `null` where no port rule applies
+    /// (no rule in the profile, or landlock without TCP support in force).
+    pub tcp_connect: Option<Vec<u16>>,
+    /// The TCP ports the command may bind, as above.
+    pub tcp_bind: Option<Vec<u16>>,
+    /// `listen` is allowed (refused by seccomp on the host's network when no port may be
+    /// bound: a listen on an unbound socket would autobind past landlock).
+    pub listen: bool,
+}
+
+impl Network {
+    /// What `plan` puts in force, where the kernel's landlock ABI is `abi` (TCP rules: 4+).
+    pub fn of(plan: &Plan, abi: Option<u8>) -> Network {
+        let tcp = abi.is_some_and(|a| a >= 4);
+        let rules = plan.landlock.as_ref().filter(|_| tcp);
+        Network {
+            mode: plan.net,
+            tcp_connect: rules.and_then(|l| l.tcp_connect.clone()),
+            tcp_bind: rules.and_then(|l| l.tcp_bind.clone()),
+            listen: !(plan.seccomp && plan.seccomp_options.deny_listen),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -255,8 +288,9 @@ pub fn ran(
         .filter(|s| libc::WIFSIGNALED(*s))
         .map(|s| libc::WTERMSIG(s));
     let usage = f.usage.clone().unwrap_or_default();
+    let oom = usage.oom_kills > 0;
     let mut limits_hit = Vec::new();
-    if usage.oom_kills > 0 {
+    if oom {
         limits_hit.push("memory");
     }
     if usage.pids_max_hits > 0 {
@@ -272,8 +306,12 @@ pub fn ran(
         }
     } else if f.timed_out {
         Status::Timeout
-    } else if code != 0 && usage.oom_kills > 0 {
+    } else if oom {
+        // The cgroup's own OOM count decides, whichever process the kernel chose: the
+        // workload, a helper it shrugged off, or the sandbox's init.
         Status::Oom
+    } else if f.lost.is_some() {
+        Status::SandboxError
     } else if signal.is_some() || f.interrupted.is_some() {
         Status::Signaled
     } else if code == 0 {
@@ -342,6 +380,8 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         fds_closed: f.ready,
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),
+        env_dropped: plan.env_dropped.clone(),
+        network: Network::of(plan, abi),
         degraded: plan.degraded.clone(),
     }
 }

@@ -8,6 +8,8 @@ pub struct Workspace {
     pub repo: PathBuf,
     /// Canonical working directory: the caller's if it lies inside the repo, else the repo root.
     pub cwd: PathBuf,
+    /// Why this repo (`-v`): `--repo`, the git top level, or the current directory.
+    pub why: &'static str,
 }
 
 impl Workspace {
@@ -16,6 +18,7 @@ impl Workspace {
     pub fn find(repo_flag: Option<&Path>, cwd: &Path) -> Result<Workspace, String> {
         let cwd = std::fs::canonicalize(cwd)
             .map_err(|e| format!("current directory {}: {e}", cwd.display()))?;
+        let mut why = "--repo";
         let repo = match repo_flag {
             Some(r) => {
                 let abs = cwd.join(r);
@@ -37,7 +40,16 @@ impl Workspace {
                 }
                 repo
             }
-            None => git_top_level(&cwd).unwrap_or_else(|| cwd.clone()),
+            None => match git_top_level(&cwd) {
+                Some(top) => {
+                    why = "the git top level above the current directory";
+                    top
+                }
+                None => {
+                    why = "the current directory (no .git above it)";
+                    cwd.clone()
+                }
+            },
         };
         if repo == Path::new("/") {
             return Err(
@@ -49,7 +61,7 @@ impl Workspace {
         } else {
             repo.clone()
         };
-        Ok(Workspace { repo, cwd })
+        Ok(Workspace { repo, cwd, why })
     }
 }
 
