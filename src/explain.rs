@@ -65,7 +65,11 @@ fn mount_line(op: &Op) -> String {
             Size(*size)
         ),
         Op::Tmpfs { dst, size, .. } => {
-            format!("tmpfs -> {} rw (private, at most {})", dst.display(), Size(*size))
+            format!(
+                "tmpfs -> {} rw (private, at most {})",
+                dst.display(),
+                Size(*size)
+            )
         }
         Op::Proc { dst } => format!("proc -> {} (the sandbox's own processes)", dst.display()),
         Op::Dev { dst, pts, .. } => format!(

@@ -72,9 +72,28 @@ fn init_logging(verbose: u8, quiet: bool) {
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
+        .event_format(Prefixed)
         .init();
+}
+
+/// Log lines look like every other line of ours: `sandbox-run: MESSAGE`, one line.
+struct Prefixed;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "sandbox-run: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// `run` is the default command: `sandbox-run --profile P -- CMD` means `sandbox-run run ...`.

@@ -473,7 +473,10 @@ fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String
             uid: host.euid,
             gid: host.egid,
         };
-        return Ok((ids, "the caller (not root: a sandbox runs as its caller)".into()));
+        return Ok((
+            ids,
+            "the caller (not root: a sandbox runs as its caller)".into(),
+        ));
     }
     let meta =
         std::fs::metadata(&ws.repo).map_err(|e| format!("repo {}: {e}", ws.repo.display()))?;

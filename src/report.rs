@@ -299,26 +299,7 @@ pub fn ran(
     if !f.output_capped.is_empty() {
         limits_hit.push("output");
     }
-    let status = if f.failure.is_some() {
-        match code {
-            127 => Status::NotFound,
-            _ => Status::SandboxError,
-        }
-    } else if f.timed_out {
-        Status::Timeout
-    } else if oom {
-        // The cgroup's own OOM count decides, whichever process the kernel chose: the
-        // workload, a helper it shrugged off, or the sandbox's init.
-        Status::Oom
-    } else if f.lost.is_some() {
-        Status::SandboxError
-    } else if signal.is_some() || f.interrupted.is_some() {
-        Status::Signaled
-    } else if code == 0 {
-        Status::Ok
-    } else {
-        Status::Failed
-    };
+    let status = status_of(f, code, signal);
     let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
     CommandResult {
         cmd: cmd.to_string(),
@@ -336,6 +317,31 @@ pub fn ran(
         limits_hit,
         out: text(&f.out),
         err: text(&f.err),
+    }
+}
+
+/// The status of a run that started: `code` from [`crate::supervisor::exit_code`], `signal`
+/// the workload's own.
+fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
+    if f.failure.is_some() {
+        match code {
+            127 => Status::NotFound,
+            _ => Status::SandboxError,
+        }
+    } else if f.timed_out {
+        Status::Timeout
+    } else if crate::supervisor::oom_hit(f) {
+        // The cgroup's own OOM count decides, whichever process the kernel chose: the
+        // workload, a helper it shrugged off, or the sandbox's init or stage 2.
+        Status::Oom
+    } else if f.lost.is_some() {
+        Status::SandboxError
+    } else if signal.is_some() || f.interrupted.is_some() {
+        Status::Signaled
+    } else if code == 0 {
+        Status::Ok
+    } else {
+        Status::Failed
     }
 }
 
@@ -390,6 +396,47 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_oom_count_decides_whichever_process_died() {
+        use crate::layers::cgroup::Usage;
+        use crate::supervisor::{exit_code, Lost};
+        let with = |status: Option<i32>, lost: Option<Lost>, oom_kills: u64| Finished {
+            status,
+            lost,
+            usage: Some(Usage {
+                oom_kills,
+                ..Usage::default()
+            }),
+            ..Finished::default()
+        };
+        let st = |f: &Finished| {
+            let sig = f
+                .status
+                .filter(|s| libc::WIFSIGNALED(*s))
+                .map(|s| libc::WTERMSIG(s));
+            status_of(f, exit_code(f), sig)
+        };
+        // the workload killed, a helper killed (workload exits 0 or 1), init or stage 2 killed
+        assert_eq!(st(&with(Some(libc::SIGKILL), None, 1)), Status::Oom);
+        assert_eq!(st(&with(Some(0), None, 1)), Status::Oom);
+        assert_eq!(st(&with(Some(1 << 8), None, 1)), Status::Oom);
+        assert_eq!(st(&with(None, Some(Lost::Init(9)), 1)), Status::Oom);
+        assert_eq!(st(&with(None, Some(Lost::Stage2(9)), 2)), Status::Oom);
+        // no OOM count: a lost sandbox is a sandbox error, a SIGKILL is a signal
+        assert_eq!(
+            st(&with(None, Some(Lost::Init(9)), 0)),
+            Status::SandboxError
+        );
+        assert_eq!(st(&with(Some(libc::SIGKILL), None, 0)), Status::Signaled);
+        assert_eq!(st(&with(Some(0), None, 0)), Status::Ok);
+        // a timeout stays a timeout
+        let t = Finished {
+            timed_out: true,
+            ..with(Some(libc::SIGTERM), None, 1)
+        };
+        assert_eq!(st(&t), Status::Timeout);
+    }
 
     #[test]
     fn timestamps_match_javascript() {

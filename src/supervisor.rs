@@ -620,7 +620,10 @@ mod tests {
         assert_eq!(Lost::from_stage2(st(libc::SIGKILL)), Lost::Stage2(9));
         assert_eq!(Lost::from_stage2(st(125 << 8)), Lost::Exited(125));
         let line = Lost::Init(9).line();
-        assert!(line.contains("init (pid 1) died of signal 9 (SIGKILL)"), "{line}");
+        assert!(
+            line.contains("init (pid 1) died of signal 9 (SIGKILL)"),
+            "{line}"
+        );
         assert!(!line.contains('\n'));
     }
 }

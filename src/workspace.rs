@@ -137,6 +137,31 @@ mod tests {
         std::fs::remove_dir_all(&t).unwrap();
     }
 
+    #[test]
+    fn says_why_it_chose_the_repo() {
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let t = base
+            .join("target")
+            .join(format!("ws-why-test-{}", std::process::id()));
+        std::fs::create_dir_all(t.join("repo/.git")).unwrap();
+        std::fs::create_dir_all(t.join("repo/sub")).unwrap();
+        let w = Workspace::find(Some(&t.join("repo")), &t).unwrap();
+        assert_eq!(w.why, "--repo");
+        let w = Workspace::find(None, &t.join("repo/sub")).unwrap();
+        assert_eq!(w.why, "the git top level above the current directory");
+        // no .git anywhere above (the target dir above has one): the temp dir, if clean
+        let plain = std::env::temp_dir().join(format!("ws-why-{}", std::process::id()));
+        std::fs::create_dir_all(plain.join("sub")).unwrap();
+        let plain = std::fs::canonicalize(&plain).unwrap();
+        if !plain.ancestors().any(|d| d.join(".git").exists()) {
+            let w = Workspace::find(None, &plain.join("sub")).unwrap();
+            assert_eq!(w.why, "the current directory (no .git above it)");
+            assert_eq!(w.repo, plain.join("sub"));
+        }
+        std::fs::remove_dir_all(&plain).unwrap();
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
     fn tempdir_in(dir: &Path) -> PathBuf {
         let p = dir.join(format!("ws-test-{}", std::process::id()));
         std::fs::create_dir_all(&p).unwrap();
