@@ -540,6 +540,8 @@ impl Runner<'_> {
         if let Some(leaf) = &leaf {
             plan.cgroup_join = leaf.self_join_files();
         }
+        let cgrouped = t0.elapsed() - planned;
+        // (after the measurement: printing is not the cgroup's time)
         if self.verbose > 0 {
             for line in crate::explain::plan_lines(&plan, crate::layers::landlock::kernel_abi()) {
                 eprintln!("sandbox-run: {line}");
@@ -555,7 +557,6 @@ impl Runner<'_> {
                 None => eprintln!("sandbox-run: cgroup: none (degraded)"),
             }
         }
-        let cgrouped = t0.elapsed() - planned;
         for d in &plan.degraded {
             tracing::warn!(
                 "degraded: running without the {d} layer (profile {} marks it best-effort)",
