@@ -50,6 +50,8 @@ boundary:  copy FROM TO | chmod PATH MODE | fchmod PATH MODE | fchmodat2 PATH MO
 state:     status | fds | read-fd N | stdin | env | getenv NAME | hostname | whoami | pid
 behaviour: sleep SECS | fork-daemon SECS [FILE] | ignore-term-sleep SECS | spin SECS
            alloc MIB | fork-bomb N | write-bytes N
+oom:       alloc-child MIB (a child allocates, we wait and exit 0) | fill-tmp MIB (tmpfs pages,
+           written by a process that stays small)
 per-user:  inotify-exhaust SECS | sigqueue-exhaust SECS  (take all, print `exhausted
            count=N errno=E`, hold them SECS)
 
@@ -1762,10 +1764,62 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),
+        "alloc-child" => alloc_child(args),
+        "fill-tmp" => fill_tmp(args),
         "inotify-exhaust" => inotify_exhaust(args),
         "sigqueue-exhaust" => sigqueue_exhaust(args),
         _ => Err(usage(&format!("unknown attack `{attack}`"))),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OOM victims other than the workload itself: the cap is hit, and the report must say `oom`
+// whichever process the kernel chose.
+
+/// `alloc-child MIB`: a child allocates MIB (the biggest process by far, so the kernel's
+/// choice); we wait for it and exit 0 whatever became of it, as a test runner that shrugs off
+/// a crashed worker would.
+fn alloc_child(args: &[String]) -> Outcome {
+    let mib: usize = num(args, 0, "MIB")?;
+    flush();
+    // SAFETY: the child only runs `alloc` (mmap and stores) and _exit.
+    match unsafe { libc::fork() } {
+        -1 => Err(Fail::Errno(errno())),
+        0 => {
+            let code = i32::from(alloc(&[mib.to_string()]).is_err());
+            // SAFETY: leave the child without running the parent's atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        child => {
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+            let fate = if libc::WIFSIGNALED(status) {
+                format!("child=killed signal={}", libc::WTERMSIG(status))
+            } else {
+                format!("child=exited code={}", libc::WEXITSTATUS(status))
+            };
+            ok_with(fate)
+        }
+    }
+}
+
+/// `fill-tmp MIB`: write MIB to a file on /tmp (the sandbox's tmpfs). The pages are charged to
+/// the cgroup but mapped by no process, so under a smaller memory cap the OOM killer finds the
+/// biggest process elsewhere: this one stays small (a fixed 64 KiB buffer).
+fn fill_tmp(args: &[String]) -> Outcome {
+    let mib: usize = num(args, 0, "MIB")?;
+    let dir = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let fd = open(
+        &format!("{dir}/fill-tmp"),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+    )?;
+    let chunk = [b'x'; 65536];
+    for _ in 0..mib * 16 {
+        write_all(fd, &chunk)?;
+    }
+    close(fd);
+    ok_with(format!("mib={mib}"))
 }
 
 // ---------------------------------------------------------------------------------------------

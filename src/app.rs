@@ -34,10 +34,11 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
         // SAFETY: restoring the default disposition of one signal.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    let verbose = if cli.quiet { 0 } else { cli.verbose };
     match cli.command {
-        Command::Run(args) => run_command(args),
+        Command::Run(args) => run_command(args, verbose),
         Command::Check(args) => check(args),
-        Command::Validate(args) => validate_command(args),
+        Command::Validate(args) => validate_command(args, verbose),
         Command::Doctor {
             json,
             requirements_md,
@@ -64,10 +65,19 @@ pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> OsString {
     }
 }
 
-fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspace), Fail> {
+/// `--repo DIR`, else the git top level above the current directory, else that directory.
+fn workspace(repo: Option<&std::path::Path>) -> Result<Workspace, Fail> {
     let cwd =
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
-    let ws = Workspace::find(target.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    Workspace::find(repo, &cwd).map_err(Fail::usage)
+}
+
+fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspace), Fail> {
+    let ws = workspace(target.repo.as_deref())?;
+    Ok((gate_in(target, profile, &ws), ws))
+}
+
+fn gate_in(target: &Target, profile: &Profile, ws: &Workspace) -> policy::Verdict {
     let path = sandbox_path(profile);
     let ctx = policy::Context {
         repo: &ws.repo,
@@ -78,8 +88,7 @@ fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspac
         Some(c) => Input::Command(c),
         None => Input::Argv(&target.argv),
     };
-    let verdict = policy::gate(&input, &profile.gate, &ctx);
-    Ok((verdict, ws))
+    policy::gate(&input, &profile.gate, &ctx)
 }
 
 fn check(args: CheckArgs) -> Result<i32, Fail> {
@@ -133,31 +142,46 @@ fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
     Ok(0)
 }
 
-fn run_command(args: RunArgs) -> Result<i32, Fail> {
-    let started = std::time::SystemTime::now();
-    let profile = load_profile(&args.target.profile)?;
-    let (v, ws) = gate(&args.target, &profile)?;
+fn run_command(args: RunArgs, verbose: u8) -> Result<i32, Fail> {
+    let mut rep = Reporter::new(
+        args.report.clone(),
+        &args.target.profile,
+        args.target.repo.clone(),
+    );
+    rep.commands = vec![command_text(&args.target)];
+    rep.argv = args
+        .target
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let r = run_in(args, verbose, &mut rep);
+    if let Err(fail) = &r {
+        rep.failed(fail);
+    }
+    r
+}
+
+fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
+    let ws = workspace(args.target.repo.as_deref())?;
     // Before anything else happens: a report path that cannot be created costs nothing yet.
-    let mut sink = ReportSink::open(args.report.as_deref(), &ws)?;
+    rep.open(&ws)?;
+    if verbose > 0 {
+        eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
+    }
+    let profile = load_profile(&args.target.profile)?;
+    rep.profile = profile.name.clone();
+    let v = gate_in(&args.target, &profile, &ws);
+    rep.argv = v.argv.clone();
     let cmd = command_text(&args.target);
     if !v.allowed() {
         eprintln!("sandbox-run: {}", verdict_line(&v));
-        if let Some(sink) = &mut sink {
-            let results = vec![report::gated(&cmd, &v)];
-            sink.write(&new_report(
-                started,
-                &profile,
-                &ws,
-                None,
-                vec![cmd],
-                results,
-                None,
-            ))?;
-        }
+        rep.write(vec![report::gated(&cmd, &v)], None)?;
         return Ok(v.exit_code());
     }
     let runner = Runner {
         timings: args.timings,
+        verbose,
         profile: &profile,
         ws: &ws,
         overrides: crate::plan::Overrides {
@@ -170,7 +194,7 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
             pids: args.pids,
             env: args.env.clone(),
             keep_env: args.keep_env.clone(),
-            keep_paths: sink.as_ref().map(|s| s.in_repo(&ws)).unwrap_or_default(),
+            keep_paths: rep.keep_paths(&ws),
         },
         options: crate::supervisor::Options {
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
@@ -180,33 +204,211 @@ fn run_command(args: RunArgs) -> Result<i32, Fail> {
             output_cap: profile.limits.output.0,
         },
     };
-    let (result, sandbox) = match runner.execute(&cmd, &v) {
-        Ok(r) => r,
-        Err(fail) => {
-            // The report file exists since the start: it says what happened, never empty.
-            if let Some(sink) = &mut sink {
-                let results = vec![report::sandbox_failed(&cmd, &v.argv, &fail.msg)];
-                let r = new_report(started, &profile, &ws, None, vec![cmd], results, None);
-                if let Err(e) = sink.write(&r) {
+    // A failure to set up the sandbox: the report says so ([`Reporter::failed`]).
+    let (result, sandbox) = runner.execute(&cmd, &v)?;
+    let code = result.exit_code;
+    rep.write(vec![result], Some(sandbox))?;
+    Ok(code)
+}
+
+/// The `--report` of one `run` or `validate`. The file is created before anything runs and
+/// written once at the end; when the command fails first (exit 125: a bad profile, a missing
+/// repo, a malformed gene, a required layer missing, a bad flag), [`Reporter::failed`] writes
+/// a report with status `sandbox_error` and the error line. Every exit leaves a valid report.
+pub struct Reporter {
+    dest: Option<String>,
+    started: std::time::SystemTime,
+    /// The profile's name once loaded; before, what `--profile` said.
+    profile: String,
+    /// `--repo` as given, for a report written before the repo was found.
+    repo_flag: Option<std::path::PathBuf>,
+    /// The repo, once found.
+    repo: Option<std::path::PathBuf>,
+    gene_id: Option<String>,
+    commands: Vec<String>,
+    /// The words of the failing command, for a failure's report.
+    argv: Vec<String>,
+    sink: Option<ReportSink>,
+    /// The report path itself was refused: nothing can be written.
+    refused: bool,
+    written: bool,
+}
+
+impl Reporter {
+    pub fn new(dest: Option<String>, profile: &str, repo_flag: Option<std::path::PathBuf>) -> Self {
+        Reporter {
+            dest,
+            started: std::time::SystemTime::now(),
+            profile: profile.to_string(),
+            repo_flag,
+            repo: None,
+            gene_id: None,
+            commands: Vec::new(),
+            argv: Vec::new(),
+            sink: None,
+            refused: false,
+            written: false,
+        }
+    }
+
+    /// Create the report file now, before anything runs: no link inside `ws.repo` followed.
+    fn open(&mut self, ws: &Workspace) -> Result<(), Fail> {
+        self.repo = Some(ws.repo.clone());
+        match ReportSink::open(self.dest.as_deref(), &ws.repo) {
+            Ok(sink) => {
+                self.sink = sink;
+                Ok(())
+            }
+            Err(fail) => {
+                self.refused = true;
+                Err(fail)
+            }
+        }
+    }
+
+    /// The report file's path in the repo, for the copy-back to leave alone.
+    fn keep_paths(&self, ws: &Workspace) -> Vec<std::path::PathBuf> {
+        self.sink
+            .as_ref()
+            .map(|s| s.in_repo(ws))
+            .unwrap_or_default()
+    }
+
+    /// The report with these results; nothing without `--report`.
+    fn write(
+        &mut self,
+        results: Vec<report::CommandResult>,
+        sandbox: Option<report::Sandbox>,
+    ) -> Result<(), Fail> {
+        self.written = true;
+        if self.sink.is_none() {
+            return Ok(());
+        }
+        let r = self.report(results, sandbox);
+        match &mut self.sink {
+            Some(sink) => sink.write(&r),
+            None => Ok(()),
+        }
+    }
+
+    /// After `fail`: unless a report was written already (or its path was the failure), one
+    /// whose result has status `sandbox_error` and the error line. Problems writing it are
+    /// one more line on stderr; the exit code stays the failure's.
+    pub fn failed(&mut self, fail: &Fail) {
+        if self.dest.is_none() || self.written || self.refused {
+            return;
+        }
+        if self.sink.is_none() {
+            // The failure came before the repo was found, so which links the repo controls is
+            // unknown: follow none at all on the way to the report.
+            let root = std::path::Path::new("/");
+            match ReportSink::open(self.dest.as_deref(), root) {
+                Ok(sink) => self.sink = sink,
+                Err(e) => {
                     eprintln!("sandbox-run: {}", e.msg);
+                    return;
                 }
             }
-            return Err(fail);
         }
-    };
-    let code = result.exit_code;
-    if let Some(sink) = &mut sink {
-        sink.write(&new_report(
-            started,
-            &profile,
-            &ws,
-            None,
-            vec![cmd],
-            vec![result],
-            Some(sandbox),
-        ))?;
+        let cmd = self.commands.first().cloned().unwrap_or_default();
+        let line = fail.msg.replace('\n', " ");
+        let result = report::sandbox_failed(&cmd, &self.argv, &line);
+        if let Err(e) = self.write(vec![result], None) {
+            eprintln!("sandbox-run: {}", e.msg);
+        }
     }
-    Ok(code)
+
+    fn report(
+        &self,
+        results: Vec<report::CommandResult>,
+        sandbox: Option<report::Sandbox>,
+    ) -> report::Report {
+        let repo = match (&self.repo, &self.repo_flag) {
+            (Some(r), _) => r.clone(),
+            (None, flag) => {
+                let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+                match flag {
+                    Some(f) => crate::hostfs::lexical(&cwd, f),
+                    None => cwd,
+                }
+            }
+        };
+        report::Report {
+            kind: "ValidationReport",
+            schema: report::SCHEMA,
+            id: report::new_id(self.started),
+            gene_id: self.gene_id.clone(),
+            profile: if self.profile.is_empty() {
+                "(none)".into()
+            } else {
+                self.profile.clone()
+            },
+            repo: repo.display().to_string(),
+            commands: self.commands.clone(),
+            ok: !results.is_empty() && results.iter().all(|r| r.ok),
+            results,
+            sandbox,
+            env_fingerprint: report::Fingerprint::probe(),
+            started_at: report::iso8601(self.started),
+            finished_at: report::iso8601(std::time::SystemTime::now()),
+        }
+    }
+}
+
+/// A flag problem clap found (exit 125) in a `run` or `validate` command line that names
+/// `--report`: that report too says `sandbox_error` and the error line. `args` is the whole
+/// command line (with `run` inserted where it was implied); the flags are read as written,
+/// since clap could not parse them.
+pub fn usage_error_report(args: &[OsString], msg: &str) {
+    let words: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let global = ["-v", "-vv", "-vvv", "--verbose", "-q", "--quiet"];
+    let Some(at) = words.iter().position(|w| !global.contains(&w.as_str())) else {
+        return;
+    };
+    if !matches!(words[at].as_str(), "run" | "validate") {
+        return;
+    }
+    let flags_end = words.iter().position(|w| w == "--").unwrap_or(words.len());
+    let flags = &words[at + 1..flags_end];
+    let value = |name: &str| -> Option<String> {
+        let eq = format!("{name}=");
+        let mut found = None;
+        for (i, w) in flags.iter().enumerate() {
+            if w == name {
+                found = flags.get(i + 1).cloned();
+            } else if let Some(v) = w.strip_prefix(&eq) {
+                found = Some(v.to_string());
+            }
+        }
+        found.filter(|v| !v.is_empty())
+    };
+    let Some(dest) = value("--report") else {
+        return;
+    };
+    let repo_flag = value("--repo").map(std::path::PathBuf::from);
+    let mut rep = Reporter::new(
+        Some(dest),
+        &value("--profile").unwrap_or_default(),
+        repo_flag.clone(),
+    );
+    let argv: Vec<String> = words.get(flags_end + 1..).unwrap_or_default().to_vec();
+    rep.commands = match value("--command") {
+        Some(c) => vec![c],
+        None if !argv.is_empty() => vec![argv.join(" ")],
+        None => Vec::new(),
+    };
+    rep.argv = argv;
+    if let Ok(ws) = workspace(repo_flag.as_deref()) {
+        if rep.open(&ws).is_err() {
+            // The report path is refused: clap's message is the one the caller needs first.
+            return;
+        }
+    }
+    rep.failed(&Fail::usage(msg));
 }
 
 /// Where the report goes: stdout, or a file created before anything runs (DESIGN.md section
@@ -219,7 +421,7 @@ enum ReportSink {
 
 impl ReportSink {
     /// `--report DEST`, opened now; `None` without the flag.
-    fn open(dest: Option<&str>, ws: &Workspace) -> Result<Option<ReportSink>, Fail> {
+    fn open(dest: Option<&str>, repo: &std::path::Path) -> Result<Option<ReportSink>, Fail> {
         let Some(dest) = dest else { return Ok(None) };
         if dest == "-" {
             return Ok(Some(ReportSink::Stdout));
@@ -230,7 +432,7 @@ impl ReportSink {
             return Err(fail("not a file name".into()));
         }
         let cwd = std::env::current_dir().map_err(|e| fail(format!("current directory: {e}")))?;
-        let file = crate::hostfs::create_report(std::path::Path::new(dest), &cwd, &ws.repo)
+        let file = crate::hostfs::create_report(std::path::Path::new(dest), &cwd, repo)
             .map_err(|e| fail(report_open_error(&e)))?;
         Ok(Some(ReportSink::File {
             dest: dest.to_string(),
@@ -312,6 +514,8 @@ impl Drop for Placeholder {
 struct Runner<'a> {
     /// Print the setup timings after each run.
     timings: bool,
+    /// `-v`: say what the sandbox did; `-vv`: the timings too.
+    verbose: u8,
     profile: &'a Profile,
     ws: &'a Workspace,
     overrides: crate::plan::Overrides,
@@ -361,6 +565,22 @@ impl Runner<'_> {
             plan.cgroup_join = leaf.self_join_files();
         }
         let cgrouped = t0.elapsed() - planned;
+        // (after the measurement: printing is not the cgroup's time)
+        if self.verbose > 0 {
+            for line in crate::explain::plan_lines(&plan, crate::layers::landlock::kernel_abi()) {
+                eprintln!("sandbox-run: {line}");
+            }
+            match &leaf {
+                Some(l) => eprintln!(
+                    "sandbox-run: cgroup v{}: memory {}, cpus {}, pids {}",
+                    l.version().number(),
+                    crate::units::Size(limits.memory_max),
+                    limits.cpus,
+                    limits.pids_max
+                ),
+                None => eprintln!("sandbox-run: cgroup: none (degraded)"),
+            }
+        }
         for d in &plan.degraded {
             tracing::warn!(
                 "degraded: running without the {d} layer (profile {} marks it best-effort)",
@@ -381,18 +601,32 @@ impl Runner<'_> {
                 eprintln!("sandbox-run: {e}");
             }
         }
-        if self.timings {
+        if self.timings || self.verbose > 1 {
             eprintln!(
                 "sandbox-run: {}",
                 timings_line(planned, cgrouped, &finished, t1.elapsed(), t0.elapsed())
             );
         }
-        let error = finished
-            .failure
-            .as_ref()
-            .map(|e| crate::supervisor::failure_line(e, &plan));
+        let oom_kills = finished.usage.as_ref().map_or(0, |u| u.oom_kills);
+        let error = match (&finished.failure, finished.lost) {
+            (Some(e), _) => Some(crate::supervisor::failure_line(e, &plan)),
+            // The OOM line below says what happened.
+            (None, Some(lost)) if oom_kills == 0 => Some(lost.line()),
+            _ => None,
+        };
         if let Some(e) = &error {
             eprintln!("sandbox-run: {e}");
+        }
+        if oom_kills > 0 {
+            eprintln!(
+                "sandbox-run: out of memory: the kernel killed {oom_kills} process{} at the {} memory cap{}",
+                if oom_kills == 1 { "" } else { "es" },
+                crate::units::Size(limits.memory_max),
+                match finished.lost {
+                    Some(lost) => format!(" ({})", lost.line()),
+                    None => String::new(),
+                }
+            );
         }
         if finished.timed_out {
             eprintln!(
@@ -427,43 +661,29 @@ impl Runner<'_> {
     }
 }
 
-fn new_report(
-    started: std::time::SystemTime,
-    profile: &Profile,
-    ws: &Workspace,
-    gene_id: Option<String>,
-    commands: Vec<String>,
-    results: Vec<report::CommandResult>,
-    sandbox: Option<report::Sandbox>,
-) -> report::Report {
-    report::Report {
-        kind: "ValidationReport",
-        schema: report::SCHEMA,
-        id: report::new_id(started),
-        gene_id,
-        profile: profile.name.clone(),
-        repo: ws.repo.display().to_string(),
-        commands,
-        ok: !results.is_empty() && results.iter().all(|r| r.ok),
-        results,
-        sandbox,
-        env_fingerprint: report::Fingerprint::probe(),
-        started_at: report::iso8601(started),
-        finished_at: report::iso8601(std::time::SystemTime::now()),
-    }
-}
-
 /// `validate --gene FILE`: gate every command first (one denial and nothing runs, as the
 /// seed's promotion audit), then run them in order, each in a fresh sandbox, fail-fast.
-fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
-    let started = std::time::SystemTime::now();
-    let gene = crate::gene::Gene::load(&args.gene).map_err(Fail::usage)?;
-    let profile = load_profile(&args.profile)?;
-    let cwd =
-        std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
-    let ws = Workspace::find(args.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+fn validate_command(args: ValidateArgs, verbose: u8) -> Result<i32, Fail> {
+    let mut rep = Reporter::new(args.report.clone(), &args.profile, args.repo.clone());
+    let r = validate_in(args, verbose, &mut rep);
+    if let Err(fail) = &r {
+        rep.failed(fail);
+    }
+    r
+}
+
+fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
+    let ws = workspace(args.repo.as_deref())?;
     // Before anything else happens: a report path that cannot be created costs nothing yet.
-    let mut sink = ReportSink::open(args.report.as_deref(), &ws)?;
+    rep.open(&ws)?;
+    if verbose > 0 {
+        eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
+    }
+    let gene = crate::gene::Gene::load(&args.gene).map_err(Fail::usage)?;
+    rep.gene_id = Some(gene.id.clone());
+    rep.commands = gene.validation.clone();
+    let profile = load_profile(&args.profile)?;
+    rep.profile = profile.name.clone();
     let path = sandbox_path(&profile);
     let ctx = policy::Context {
         repo: &ws.repo,
@@ -475,22 +695,6 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         .iter()
         .map(|c| policy::gate(&Input::Command(c), &profile.gate, &ctx))
         .collect();
-    let keep_paths = sink.as_ref().map(|s| s.in_repo(&ws)).unwrap_or_default();
-    let mut finish = |results: Vec<report::CommandResult>, sandbox| -> Result<(), Fail> {
-        let Some(sink) = &mut sink else {
-            return Ok(());
-        };
-        let r = new_report(
-            started,
-            &profile,
-            &ws,
-            Some(gene.id.clone()),
-            gene.validation.clone(),
-            results,
-            sandbox,
-        );
-        sink.write(&r)
-    };
     let denied: Vec<report::CommandResult> = gene
         .validation
         .iter()
@@ -509,15 +713,16 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             denied.len(),
             gene.validation.len()
         );
-        finish(denied, None)?;
+        rep.write(denied, None)?;
         return Ok(code);
     }
     let runner = Runner {
         timings: false,
+        verbose,
         profile: &profile,
         ws: &ws,
         overrides: crate::plan::Overrides {
-            keep_paths,
+            keep_paths: rep.keep_paths(&ws),
             ..Default::default()
         },
         options: crate::supervisor::Options {
@@ -535,9 +740,9 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
         let (result, sb) = match runner.execute(cmd, v) {
             Ok(r) => r,
             Err(fail) => {
-                // The report file exists since the start: it says what happened, never empty.
+                // The commands that ran, then this one's failure.
                 results.push(report::sandbox_failed(cmd, &v.argv, &fail.msg));
-                if let Err(e) = finish(results, sandbox) {
+                if let Err(e) = rep.write(results, sandbox) {
                     eprintln!("sandbox-run: {}", e.msg);
                 }
                 return Err(fail);
@@ -551,7 +756,7 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
             break;
         }
     }
-    finish(results, sandbox)?;
+    rep.write(results, sandbox)?;
     Ok(code)
 }
 

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod cli;
 pub mod doctor;
+pub mod explain;
 pub mod gene;
 pub mod hostfs;
 pub mod launcher;

@@ -14,9 +14,10 @@ fn main() {
     // right after the spawn) must be relayed to the sandbox, not kill us on the spot: block
     // them now; the supervisor takes pending ones from its signalfd.
     sandbox_run::supervisor::block_relayed();
-    let cli = match Cli::try_parse_from(with_default_command(std::env::args_os().collect())) {
+    let args = with_default_command(std::env::args_os().collect());
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => std::process::exit(usage_error(e)),
+        Err(e) => std::process::exit(usage_error(e, &args)),
     };
     init_logging(cli.verbose, cli.quiet);
     match app::run(cli) {
@@ -28,8 +29,9 @@ fn main() {
     }
 }
 
-/// `--help` and `--version` print and exit 0; every other flag problem is one line and 125.
-fn usage_error(e: clap::Error) -> i32 {
+/// `--help` and `--version` print and exit 0; every other flag problem is one line and 125,
+/// and the `--report` the command line names (if any) says so too.
+fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> i32 {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -50,7 +52,9 @@ fn usage_error(e: clap::Error) -> i32 {
                 .collect();
             let msg = words.join(" ");
             let msg = msg.trim_start_matches("error: ");
-            eprintln!("sandbox-run: {msg} (see 'sandbox-run --help')");
+            let line = format!("{msg} (see 'sandbox-run --help')");
+            eprintln!("sandbox-run: {line}");
+            app::usage_error_report(args, &line);
             EXIT_SANDBOX_ERROR
         }
     }
@@ -68,9 +72,28 @@ fn init_logging(verbose: u8, quiet: bool) {
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
+        .event_format(Prefixed)
         .init();
+}
+
+/// Log lines look like every other line of ours: `sandbox-run: MESSAGE`, one line.
+struct Prefixed;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Prefixed
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "sandbox-run: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// `run` is the default command: `sandbox-run --profile P -- CMD` means `sandbox-run run ...`.

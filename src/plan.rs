@@ -22,10 +22,16 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// Names of caller variables held back (never their values).
     pub env_removed: Vec<String>,
+    /// Every caller variable that did not pass, and why (`-v` and the report).
+    #[serde(default)]
+    pub env_dropped: Vec<env::Dropped>,
     pub repo: PathBuf,
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
     pub ids: Ids,
+    /// Why these ids (`-v`).
+    #[serde(default)]
+    pub ids_why: String,
     /// The sandbox's own namespaces and new root. `false` only when the profile marks
     /// namespaces best-effort and this host has no user namespaces for the caller: the
     /// workload then runs in the host's namespaces, confined by landlock, seccomp, rlimits,
@@ -154,7 +160,7 @@ pub fn build(
     host: &Host,
 ) -> Result<Plan, String> {
     let mut degraded = Vec::new();
-    let ids = run_as(profile, ws, host)?;
+    let (ids, ids_why) = run_as(profile, ws, host)?;
     // Asked (by trying, in a forked child) only when the profile can do without them.
     let namespaces = match profile.layers.namespaces {
         Requirement::Required => true,
@@ -395,10 +401,12 @@ pub fn build(
         program: found.to_path_buf(),
         env: built.vars.into_iter().collect(),
         env_removed: built.removed,
+        env_dropped: built.dropped,
         repo: ws.repo.clone(),
         repo_mode,
         cwd: ws.cwd.clone(),
         ids,
+        ids_why,
         namespaces,
         scratch,
         home,
@@ -502,15 +510,19 @@ pub fn remove_scratch(dir: &Path) {
     }
 }
 
-/// Who the workload runs as: the caller; or, when the caller is root, the profile's uid/gid,
-/// else the owner of the repo.
-fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<Ids, String> {
+/// Who the workload runs as, and why: the caller; or, when the caller is root, the profile's
+/// uid/gid, else the owner of the repo.
+fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String), String> {
     use std::os::unix::fs::MetadataExt;
     if host.euid != 0 {
-        return Ok(Ids {
+        let ids = Ids {
             uid: host.euid,
             gid: host.egid,
-        });
+        };
+        return Ok((
+            ids,
+            "the caller (not root: a sandbox runs as its caller)".into(),
+        ));
     }
     let meta =
         std::fs::metadata(&ws.repo).map_err(|e| format!("repo {}: {e}", ws.repo.display()))?;
@@ -523,7 +535,12 @@ fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<Ids, String>
         } else {
             meta.gid()
         });
-    Ok(Ids { uid, gid })
+    let why = match profile.process.uid {
+        Some(_) => format!("the profile's process.uid (profile {})", profile.name),
+        None if uid == 0 => "the repo's owner, root (the caller is root)".into(),
+        None => "the repo's owner (the caller is root: a repo runs as its owner)".into(),
+    };
+    Ok((Ids { uid, gid }, why))
 }
 
 /// The user name and home directory inside. The caller's `$HOME` when running as the caller,

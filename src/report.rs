@@ -113,7 +113,40 @@ pub struct Sandbox {
     pub fds_closed: bool,
     pub uid: u32,
     pub env_removed: Vec<String>,
+    /// Every caller variable that did not reach the command, by name, with why: `secret`
+    /// (secret-looking), `loads_code` (code-loading), `not_kept` (not on the keep list).
+    pub env_dropped: Vec<crate::layers::env::Dropped>,
+    pub network: Network,
     pub degraded: Vec<String>,
+}
+
+/// The network the command had.
+#[derive(Debug, Clone, Serialize)]
+pub struct Network {
+    /// `none` (its own network namespace, loopback only) or `host`.
+    pub mode: crate::profile::NetMode,
+    /// The TCP ports the command may connect to (landlock); `null` where no port rule applies
+    /// (no rule in the profile, or landlock without TCP support in force).
+    pub tcp_connect: Option<Vec<u16>>,
+    /// The TCP ports the command may bind, as above.
+    pub tcp_bind: Option<Vec<u16>>,
+    /// `listen` is allowed (refused by seccomp on the host's network when no port may be
+    /// bound: a listen on an unbound socket would autobind past landlock).
+    pub listen: bool,
+}
+
+impl Network {
+    /// What `plan` puts in force, where the kernel's landlock ABI is `abi` (TCP rules: 4+).
+    pub fn of(plan: &Plan, abi: Option<u8>) -> Network {
+        let tcp = abi.is_some_and(|a| a >= 4);
+        let rules = plan.landlock.as_ref().filter(|_| tcp);
+        Network {
+            mode: plan.net,
+            tcp_connect: rules.and_then(|l| l.tcp_connect.clone()),
+            tcp_bind: rules.and_then(|l| l.tcp_bind.clone()),
+            listen: !(plan.seccomp && plan.seccomp_options.deny_listen),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -260,8 +293,9 @@ pub fn ran(
         .filter(|s| libc::WIFSIGNALED(*s))
         .map(|s| libc::WTERMSIG(s));
     let usage = f.usage.clone().unwrap_or_default();
+    let oom = usage.oom_kills > 0;
     let mut limits_hit = Vec::new();
-    if usage.oom_kills > 0 {
+    if oom {
         limits_hit.push("memory");
     }
     if usage.pids_max_hits > 0 {
@@ -273,22 +307,7 @@ pub fn ran(
     if f.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
         limits_hit.push("disk");
     }
-    let status = if f.failure.is_some() {
-        match code {
-            127 => Status::NotFound,
-            _ => Status::SandboxError,
-        }
-    } else if f.timed_out {
-        Status::Timeout
-    } else if code != 0 && usage.oom_kills > 0 {
-        Status::Oom
-    } else if signal.is_some() || f.interrupted.is_some() {
-        Status::Signaled
-    } else if code == 0 {
-        Status::Ok
-    } else {
-        Status::Failed
-    };
+    let status = status_of(f, code, signal);
     let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
     CommandResult {
         cmd: cmd.to_string(),
@@ -307,6 +326,31 @@ pub fn ran(
         repo_changes: f.repo_changes.clone(),
         out: text(&f.out),
         err: text(&f.err),
+    }
+}
+
+/// The status of a run that started: `code` from [`crate::supervisor::exit_code`], `signal`
+/// the workload's own.
+fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
+    if f.failure.is_some() {
+        match code {
+            127 => Status::NotFound,
+            _ => Status::SandboxError,
+        }
+    } else if f.timed_out {
+        Status::Timeout
+    } else if crate::supervisor::oom_hit(f) {
+        // The cgroup's own OOM count decides, whichever process the kernel chose: the
+        // workload, a helper it shrugged off, or the sandbox's init or stage 2.
+        Status::Oom
+    } else if f.lost.is_some() {
+        Status::SandboxError
+    } else if signal.is_some() || f.interrupted.is_some() {
+        Status::Signaled
+    } else if code == 0 {
+        Status::Ok
+    } else {
+        Status::Failed
     }
 }
 
@@ -351,6 +395,8 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         fds_closed: f.ready,
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),
+        env_dropped: plan.env_dropped.clone(),
+        network: Network::of(plan, abi),
         degraded: plan.degraded.clone(),
     }
 }
@@ -359,6 +405,47 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_oom_count_decides_whichever_process_died() {
+        use crate::layers::cgroup::Usage;
+        use crate::supervisor::{exit_code, Lost};
+        let with = |status: Option<i32>, lost: Option<Lost>, oom_kills: u64| Finished {
+            status,
+            lost,
+            usage: Some(Usage {
+                oom_kills,
+                ..Usage::default()
+            }),
+            ..Finished::default()
+        };
+        let st = |f: &Finished| {
+            let sig = f
+                .status
+                .filter(|s| libc::WIFSIGNALED(*s))
+                .map(|s| libc::WTERMSIG(s));
+            status_of(f, exit_code(f), sig)
+        };
+        // the workload killed, a helper killed (workload exits 0 or 1), init or stage 2 killed
+        assert_eq!(st(&with(Some(libc::SIGKILL), None, 1)), Status::Oom);
+        assert_eq!(st(&with(Some(0), None, 1)), Status::Oom);
+        assert_eq!(st(&with(Some(1 << 8), None, 1)), Status::Oom);
+        assert_eq!(st(&with(None, Some(Lost::Init(9)), 1)), Status::Oom);
+        assert_eq!(st(&with(None, Some(Lost::Stage2(9)), 2)), Status::Oom);
+        // no OOM count: a lost sandbox is a sandbox error, a SIGKILL is a signal
+        assert_eq!(
+            st(&with(None, Some(Lost::Init(9)), 0)),
+            Status::SandboxError
+        );
+        assert_eq!(st(&with(Some(libc::SIGKILL), None, 0)), Status::Signaled);
+        assert_eq!(st(&with(Some(0), None, 0)), Status::Ok);
+        // a timeout stays a timeout
+        let t = Finished {
+            timed_out: true,
+            ..with(Some(libc::SIGTERM), None, 1)
+        };
+        assert_eq!(st(&t), Status::Timeout);
+    }
 
     #[test]
     fn timestamps_match_javascript() {

@@ -93,6 +93,60 @@ pub struct Finished {
     pub output_capped: Vec<&'static str>,
     /// The read-write repo's disk layer and copy-back, when the run had one.
     pub repo_changes: Option<crate::layers::overlay::Changes>,
+    /// No status and no setup failure came back: the sandbox's own processes died first.
+    pub lost: Option<Lost>,
+}
+
+/// What ended a sandbox that sent back neither the workload's status nor a failed step:
+/// read from stage 2's own wait status (stage 2 exits with 128+N when pid 1 dies of signal N).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// pid 1 of the sandbox (its init) died of this signal.
+    Init(i32),
+    /// Stage 2 itself died of this signal.
+    Stage2(i32),
+    /// Stage 2 exited with this code and said nothing.
+    Exited(i32),
+}
+
+impl Lost {
+    fn from_stage2(status: std::process::ExitStatus) -> Lost {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.signal(), status.code()) {
+            (Some(sig), _) => Lost::Stage2(sig),
+            (None, Some(code)) if code > 128 && code <= 128 + 64 => Lost::Init(code - 128),
+            (_, code) => Lost::Exited(code.unwrap_or(-1)),
+        }
+    }
+
+    /// One line for stderr and the report's `error`.
+    pub fn line(self) -> String {
+        match self {
+            Lost::Init(sig) => format!(
+                "the sandbox's init (pid 1) died of signal {sig} ({}) before the command's status came back",
+                signal_name(sig)
+            ),
+            Lost::Stage2(sig) => format!(
+                "the sandbox's stage 2 died of signal {sig} ({}) before the command's status came back",
+                signal_name(sig)
+            ),
+            Lost::Exited(code) => format!(
+                "the sandbox's stage 2 exited with code {code} before the command's status came back"
+            ),
+        }
+    }
+}
+
+/// `SIGKILL` for 9: the name of a signal, for messages.
+pub fn signal_name(sig: i32) -> String {
+    Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Did the OOM killer act inside the run's cgroup (whichever process it chose)?
+pub fn oom_hit(f: &Finished) -> bool {
+    f.usage.as_ref().is_some_and(|u| u.oom_kills > 0)
 }
 
 /// A bounded tail of a stream: memory stays flat however much the command prints.
@@ -317,7 +371,7 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         }
         exited = ready[0];
     }
-    let _ = child.wait();
+    let stage2 = child.wait();
     // Kill and reap whatever was reparented to us: an orphaned pid 1 after a SIGKILL of stage
     // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
     // what the workload left behind when its reaper died.
@@ -351,7 +405,12 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     }
     f.spawned_to_end = spawned.elapsed();
     if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
-        f.failure = Some(StepError::new(Step::Fork, libc::ECHILD));
+        // Not a failed step (it used to read `fork: No child processes`): say what ended the
+        // sandbox; the report's status comes from the cgroup's OOM count and this.
+        f.lost = Some(match stage2 {
+            Ok(st) => Lost::from_stage2(st),
+            Err(e) => Lost::Exited(-e.raw_os_error().unwrap_or(0)),
+        });
     }
     f.output_capped = streams
         .iter()
@@ -445,9 +504,15 @@ pub fn exit_code(f: &Finished) -> i32 {
     if let Some(sig) = f.interrupted {
         return 128 + sig;
     }
+    let oom = oom_hit(f);
     match f.status {
+        // The memory cap was hit, by a helper the workload shrugged off: the run is `oom`,
+        // and an OOM kill is 137 (the workload's own failure code is kept).
+        Some(s) if libc::WIFEXITED(s) && oom && libc::WEXITSTATUS(s) == 0 => 128 + libc::SIGKILL,
         Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
         Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
+        // The OOM killer took the sandbox's own init or stage 2.
+        None if oom => 128 + libc::SIGKILL,
         _ => 125,
     }
 }
@@ -540,5 +605,31 @@ mod tests {
         assert_eq!(exit_code(&fail(Step::Exec, libc::EACCES)), 126);
         assert_eq!(exit_code(&fail(Step::LandlockRestrict, libc::EPERM)), 125);
         assert_eq!(exit_code(&f(None)), 125);
+        // OOM kills in the cgroup: whichever process the kernel chose, an OOM exit is 137
+        let oom = |status| Finished {
+            usage: Some(Usage {
+                oom_kills: 1,
+                ..Usage::default()
+            }),
+            ..f(status)
+        };
+        assert_eq!(exit_code(&oom(None)), 137);
+        assert_eq!(exit_code(&oom(Some(0))), 137);
+        assert_eq!(exit_code(&oom(Some(3 << 8))), 3);
+    }
+
+    #[test]
+    fn a_lost_sandbox_says_which_process_died() {
+        use std::os::unix::process::ExitStatusExt;
+        let st = std::process::ExitStatus::from_raw;
+        assert_eq!(Lost::from_stage2(st(137 << 8)), Lost::Init(9));
+        assert_eq!(Lost::from_stage2(st(libc::SIGKILL)), Lost::Stage2(9));
+        assert_eq!(Lost::from_stage2(st(125 << 8)), Lost::Exited(125));
+        let line = Lost::Init(9).line();
+        assert!(
+            line.contains("init (pid 1) died of signal 9 (SIGKILL)"),
+            "{line}"
+        );
+        assert!(!line.contains('\n'));
     }
 }

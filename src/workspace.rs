@@ -8,6 +8,8 @@ pub struct Workspace {
     pub repo: PathBuf,
     /// Canonical working directory: the caller's if it lies inside the repo, else the repo root.
     pub cwd: PathBuf,
+    /// Why this repo (`-v`): `--repo`, the git top level, or the current directory.
+    pub why: &'static str,
 }
 
 impl Workspace {
@@ -16,6 +18,7 @@ impl Workspace {
     pub fn find(repo_flag: Option<&Path>, cwd: &Path) -> Result<Workspace, String> {
         let cwd = std::fs::canonicalize(cwd)
             .map_err(|e| format!("current directory {}: {e}", cwd.display()))?;
+        let mut why = "--repo";
         let repo = match repo_flag {
             Some(r) => {
                 let abs = cwd.join(r);
@@ -37,7 +40,16 @@ impl Workspace {
                 }
                 repo
             }
-            None => git_top_level(&cwd).unwrap_or_else(|| cwd.clone()),
+            None => match git_top_level(&cwd) {
+                Some(top) => {
+                    why = "the git top level above the current directory";
+                    top
+                }
+                None => {
+                    why = "the current directory (no .git above it)";
+                    cwd.clone()
+                }
+            },
         };
         if repo == Path::new("/") {
             return Err(
@@ -49,7 +61,7 @@ impl Workspace {
         } else {
             repo.clone()
         };
-        Ok(Workspace { repo, cwd })
+        Ok(Workspace { repo, cwd, why })
     }
 }
 
@@ -122,6 +134,31 @@ mod tests {
         // no --repo: the cwd is the kernel's real path, a symlinked cwd is fine
         let w = Workspace::find(None, &t.join("mono-link/packages/real")).unwrap();
         assert_eq!(w.cwd, t.join("mono/packages/real"));
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn says_why_it_chose_the_repo() {
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let t = base
+            .join("target")
+            .join(format!("ws-why-test-{}", std::process::id()));
+        std::fs::create_dir_all(t.join("repo/.git")).unwrap();
+        std::fs::create_dir_all(t.join("repo/sub")).unwrap();
+        let w = Workspace::find(Some(&t.join("repo")), &t).unwrap();
+        assert_eq!(w.why, "--repo");
+        let w = Workspace::find(None, &t.join("repo/sub")).unwrap();
+        assert_eq!(w.why, "the git top level above the current directory");
+        // no .git anywhere above (the target dir above has one): the temp dir, if clean
+        let plain = std::env::temp_dir().join(format!("ws-why-{}", std::process::id()));
+        std::fs::create_dir_all(plain.join("sub")).unwrap();
+        let plain = std::fs::canonicalize(&plain).unwrap();
+        if !plain.ancestors().any(|d| d.join(".git").exists()) {
+            let w = Workspace::find(None, &plain.join("sub")).unwrap();
+            assert_eq!(w.why, "the current directory (no .git above it)");
+            assert_eq!(w.repo, plain.join("sub"));
+        }
+        std::fs::remove_dir_all(&plain).unwrap();
         std::fs::remove_dir_all(&t).unwrap();
     }
 

@@ -128,3 +128,86 @@ fn the_schema_rejects_a_broken_report() {
         "a missing seed field passed"
     );
 }
+
+/// The report names the caller's variables that did not pass (names only, with why) and the
+/// network the command had, with the port rules in force.
+#[test]
+fn the_report_lists_dropped_env_and_the_network() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = support::scratch("report-facts");
+    support::probe_profile(
+        &base,
+        "validate",
+        "",
+        "[layers]\ncgroup = \"best-effort\"\n",
+    );
+    let report = base.join("r.json");
+    let run = |net: &str| {
+        let _ = std::fs::remove_file(&report);
+        let o = Command::new(BIN)
+            .arg("--profile")
+            .arg(base.join("p.toml"))
+            .arg("--repo")
+            .arg(base.join("repo"))
+            .arg("--report")
+            .arg(&report)
+            .args(["--net", net, "--"])
+            .arg(support::probe())
+            .arg("whoami")
+            .env("HTTPS_PROXY", "http://proxy-value-sbx:3128")
+            .env("SBX_PLANTED_SECRET", "secret-value-sbx")
+            .env("LD_PRELOAD", "/nonexistent/x.so")
+            .env("LANG", "C.UTF-8")
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(&report).unwrap();
+        assert!(!text.contains("proxy-value-sbx") && !text.contains("secret-value-sbx"));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        schema::assert_valid_report(&v);
+        v
+    };
+    let v = run("none");
+    let sb = &v["sandbox"];
+    let why = |name: &str| {
+        sb["env_dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .map(|d| d["why"].as_str().unwrap().to_string())
+    };
+    assert_eq!(why("HTTPS_PROXY").as_deref(), Some("not_kept"), "{sb:#}");
+    assert_eq!(why("SBX_PLANTED_SECRET").as_deref(), Some("secret"));
+    assert_eq!(why("LD_PRELOAD").as_deref(), Some("loads_code"));
+    assert_eq!(why("LANG"), None, "kept: not dropped");
+    assert_eq!(why("PATH"), None, "replaced: not dropped");
+    // env_removed keeps its meaning: the secret-looking and code-loading names only
+    let removed = sb["env_removed"].as_array().unwrap();
+    assert!(removed.contains(&"SBX_PLANTED_SECRET".into()));
+    assert!(!removed.contains(&"HTTPS_PROXY".into()));
+    let tcp = support::common::landlock_abi() >= 4;
+    let net = &sb["network"];
+    assert_eq!(net["mode"], "none", "{net}");
+    let no_port = if tcp {
+        serde_json::json!([])
+    } else {
+        serde_json::Value::Null
+    };
+    // (its own loopback: what the port rules say there is the network layer's business)
+    assert_eq!(net["listen"], true, "{net}");
+    // the host's network: no connect rule in the profile, no port to bind, so no listen
+    let v = run("host");
+    let net = &v["sandbox"]["network"];
+    assert_eq!(net["mode"], "host", "{net}");
+    assert_eq!(net["tcp_connect"], serde_json::Value::Null, "{net}");
+    assert_eq!(net["tcp_bind"], no_port, "{net}");
+    assert_eq!(net["listen"], false, "{net}");
+}

@@ -6,6 +6,7 @@
 //! `--env NAME=VALUE` may pass a secret-looking name (the caller is trusted and chose to), but
 //! never a code-loading one.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Exact names that inject code, configuration or a host socket into the workload.
@@ -134,11 +135,46 @@ pub fn refusal(name: &str) -> Option<Refusal> {
     None
 }
 
+/// Why a caller's variable did not reach the workload (reported by name, never by value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Why {
+    /// Looks like a credential ([`Refusal::Secret`]).
+    Secret,
+    /// Changes what code a program loads ([`Refusal::Injection`]).
+    LoadsCode,
+    /// Harmless, but not on the keep list (profile `env.keep`, `--keep-env`).
+    NotKept,
+}
+
+impl Why {
+    /// The words of the `-v` line.
+    pub fn words(self) -> &'static str {
+        match self {
+            Why::Secret => "removed as secret-looking",
+            Why::LoadsCode => "removed as code-loading",
+            Why::NotKept => "dropped, not on the keep list",
+        }
+    }
+}
+
+/// One caller variable held back, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub name: String,
+    pub why: Why,
+}
+
 /// What the workload gets, and the names that were held back (for the report; never values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Built {
     pub vars: BTreeMap<String, String>,
+    /// Secret-looking and code-loading names (the report's `env_removed`).
     pub removed: Vec<String>,
+    /// Every caller variable that did not pass, with why: `removed`, and the harmless ones
+    /// not on the keep list. Names the sandbox sets itself (`HOME`, `PATH`...) or that the
+    /// profile or `--env` set are replaced, not dropped.
+    pub dropped: Vec<Dropped>,
 }
 
 /// Inputs of [`build`]: everything comes in as data, so the function is pure.
@@ -163,15 +199,28 @@ pub struct Inputs<'a> {
 pub fn build(i: &Inputs) -> Result<Built, String> {
     let mut vars = BTreeMap::new();
     let mut removed = Vec::new();
+    let mut dropped = Vec::new();
     for (k, v) in i.caller {
         if k == "PATH" {
             continue;
         }
         let kept = i.keep.iter().any(|x| x == k);
-        if kept && refusal(k).is_none() {
+        let refused = refusal(k);
+        if kept && refused.is_none() {
             vars.insert(k.clone(), v.clone());
-        } else if refusal(k).is_some() && !REPLACED.contains(&k.as_str()) {
-            removed.push(k.clone());
+        } else if !REPLACED.contains(&k.as_str()) {
+            let why = match refused {
+                Some(Refusal::Secret) => Why::Secret,
+                Some(Refusal::Injection) => Why::LoadsCode,
+                None => Why::NotKept,
+            };
+            if refused.is_some() {
+                removed.push(k.clone());
+            }
+            dropped.push(Dropped {
+                name: k.clone(),
+                why,
+            });
         }
     }
     for (k, v) in i.set {
@@ -204,7 +253,15 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
     vars.insert("LOGNAME".into(), i.user.to_string());
     removed.sort();
     removed.dedup();
-    Ok(Built { vars, removed })
+    // A name the profile or `--env` set is replaced, not dropped.
+    dropped.retain(|d| !vars.contains_key(&d.name));
+    dropped.sort_by(|a, b| (a.why, &a.name).cmp(&(b.why, &b.name)));
+    dropped.dedup();
+    Ok(Built {
+        vars,
+        removed,
+        dropped,
+    })
 }
 
 fn why(r: Refusal) -> &'static str {
@@ -295,6 +352,27 @@ mod tests {
         }
         // not on the allow-list and not dangerous: simply absent, not "removed"
         assert!(!b.removed.iter().any(|r| r == "RANDOM_THING" || r == "TERM"));
+        // but listed as dropped, each with its reason
+        let why = |n: &str| b.dropped.iter().find(|d| d.name == n).map(|d| d.why);
+        assert_eq!(why("RANDOM_THING"), Some(Why::NotKept));
+        assert_eq!(why("TERM"), Some(Why::NotKept));
+        assert_eq!(why("GITHUB_TOKEN"), Some(Why::Secret));
+        assert_eq!(why("LD_PRELOAD"), Some(Why::LoadsCode));
+        // kept, replaced by the sandbox or PATH: not dropped
+        assert_eq!(why("LANG"), None);
+        assert_eq!(why("PATH"), None);
+    }
+
+    #[test]
+    fn a_name_the_profile_or_the_caller_sets_is_replaced_not_dropped() {
+        let c = caller();
+        let mut set = BTreeMap::new();
+        set.insert("RANDOM_THING".to_string(), "z".to_string());
+        let ex = vec![("GITHUB_TOKEN".to_string(), "t".to_string())];
+        let b = build(&inputs(&c, &[], &set, &ex)).unwrap();
+        assert!(!b.dropped.iter().any(|d| d.name == "RANDOM_THING"));
+        assert!(!b.dropped.iter().any(|d| d.name == "GITHUB_TOKEN"));
+        assert!(b.dropped.iter().any(|d| d.name == "TERM"));
     }
 
     #[test]

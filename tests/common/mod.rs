@@ -143,7 +143,10 @@ pub fn disk_cap_works() -> bool {
     if v < (6, 6) {
         skip(
             "disk",
-            &format!("Linux {}.{}: the disk cap needs tmpfs user xattrs (6.6)", v.0, v.1),
+            &format!(
+                "Linux {}.{}: the disk cap needs tmpfs user xattrs (6.6)",
+                v.0, v.1
+            ),
         );
         return false;
     }

@@ -1,0 +1,359 @@
+//! With `--report`, every exit writes a valid report, exit 125 included: a bad profile, a
+//! missing repo, a malformed gene, a required layer missing, a bad flag value or an unknown
+//! flag. That report's result has status `sandbox_error` and the very line printed on stderr.
+//! The report path is checked before anything else.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::{probe, schema, BIN};
+
+fn fixture(name: &str) -> PathBuf {
+    let base = support::scratch(&format!("report-paths-{name}"));
+    support::probe_profile(
+        &base,
+        "validate",
+        "",
+        "[layers]\ncgroup = \"best-effort\"\n",
+    );
+    std::fs::write(
+        base.join("gene.json"),
+        r#"{"type": "Gene", "id": "g-1", "validation": ["node -e 1"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("broken-gene.json"),
+        "{\"type\": \"Gene\", \"id\": ",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("bad.toml"),
+        "extends = \"validate\"\nno_such_key = 1\n",
+    )
+    .unwrap();
+    base
+}
+
+fn sandbox(args: &[&str], cwd: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-test")
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Exit 125, one line on stderr, and a valid report at `report` whose only result says
+/// `sandbox_error` with that line; `needle` is in the line.
+fn assert_failure_report(o: &Output, report: &Path, needle: &str) -> serde_json::Value {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    let line = err
+        .trim_end()
+        .strip_prefix("sandbox-run: ")
+        .unwrap_or_else(|| panic!("unprefixed: {err}"));
+    assert!(line.contains(needle), "{needle:?} not in {line:?}");
+    let text = std::fs::read_to_string(report)
+        .unwrap_or_else(|e| panic!("no report at {} ({e}) after: {err}", report.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    schema::assert_valid_report(&v);
+    assert_eq!(v["ok"], false, "{v:#}");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{v:#}");
+    let res = &results[0];
+    assert_eq!(res["status"], "sandbox_error", "{v:#}");
+    assert_eq!(res["exit_code"], 125);
+    assert_eq!(res["error"], line, "{v:#}");
+    assert!(v["sandbox"].is_null());
+    v
+}
+
+#[test]
+fn run_failures_before_the_sandbox_write_a_report() {
+    let base = fixture("run");
+    let report = base.join("r.json");
+    let p = base.join("p.toml");
+    let repo = base.join("repo");
+    let probe = probe();
+    let bad = base.join("bad.toml");
+    let no_repo = base.join("no-such-repo");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        // a profile that does not exist, and one with an unknown key
+        (
+            vec!["--profile", "no-such-profile-xyz", "--repo", s(&repo)],
+            "no-such-profile-xyz",
+        ),
+        (
+            vec!["--profile", s(&bad), "--repo", s(&repo)],
+            "no_such_key",
+        ),
+        // a repo that does not exist
+        (
+            vec!["--profile", s(&p), "--repo", s(&no_repo)],
+            "no-such-repo",
+        ),
+        // bad flag values and an unknown flag, found by the argument parser
+        (
+            vec!["--profile", s(&p), "--repo", s(&repo), "--memory", "12X"],
+            "--memory",
+        ),
+        (
+            vec!["--profile", s(&p), "--repo", s(&repo), "--cpus", "0"],
+            "--cpus",
+        ),
+        (
+            vec!["--profile", s(&p), "--repo", s(&repo), "--no-such-flag"],
+            "--no-such-flag",
+        ),
+    ];
+    for (flags, needle) in cases {
+        let _ = std::fs::remove_file(&report);
+        let mut args = flags.clone();
+        args.extend(["--report", s(&report), "--", s(&probe), "whoami"]);
+        let o = sandbox(&args, &base);
+        let v = assert_failure_report(&o, &report, needle);
+        assert_eq!(
+            v["commands"][0],
+            format!("{} whoami", probe.display()),
+            "{flags:?}"
+        );
+        assert_eq!(
+            v["results"][0]["cmd"],
+            format!("{} whoami", probe.display())
+        );
+    }
+    // `--report=FILE` and the implied `run` before a bad value, too
+    let _ = std::fs::remove_file(&report);
+    let eq = format!("--report={}", s(&report));
+    let o = sandbox(
+        &[
+            "-q",
+            "run",
+            "--timeout",
+            "soon",
+            &eq,
+            "--profile",
+            s(&p),
+            "--",
+            "x",
+        ],
+        &base,
+    );
+    assert_failure_report(&o, &report, "--timeout");
+    // the report on stdout
+    let o = sandbox(
+        &[
+            "--profile",
+            "no-such-profile-xyz",
+            "--repo",
+            s(&repo),
+            "--report",
+            "-",
+            "--",
+            "x",
+        ],
+        &base,
+    );
+    assert_eq!(o.status.code(), Some(125));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not the report ({e}): {:?}", o));
+    schema::assert_valid_report(&v);
+    assert_eq!(v["results"][0]["status"], "sandbox_error");
+}
+
+#[test]
+fn validate_failures_before_the_sandbox_write_a_report() {
+    let base = fixture("validate");
+    let report = base.join("r.json");
+    let p = base.join("p.toml");
+    let repo = base.join("repo");
+    let gene = base.join("gene.json");
+    let broken = base.join("broken-gene.json");
+    let no_gene = base.join("no-gene.json");
+    let no_repo = base.join("no-such-repo");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--profile", s(&p), "--repo", s(&repo), "--gene", s(&broken)],
+            "broken-gene.json",
+        ),
+        (
+            vec![
+                "--profile",
+                s(&p),
+                "--repo",
+                s(&repo),
+                "--gene",
+                s(&no_gene),
+            ],
+            "no-gene.json",
+        ),
+        (
+            vec![
+                "--profile",
+                "no-such-profile-xyz",
+                "--repo",
+                s(&repo),
+                "--gene",
+                s(&gene),
+            ],
+            "no-such-profile-xyz",
+        ),
+        (
+            vec![
+                "--profile",
+                s(&p),
+                "--repo",
+                s(&no_repo),
+                "--gene",
+                s(&gene),
+            ],
+            "no-such-repo",
+        ),
+        (
+            vec![
+                "--profile",
+                s(&p),
+                "--repo",
+                s(&repo),
+                "--gene",
+                s(&gene),
+                "--timeout",
+                "1x",
+            ],
+            "--timeout",
+        ),
+    ];
+    for (flags, needle) in cases {
+        let _ = std::fs::remove_file(&report);
+        let mut args = vec!["validate"];
+        args.extend(flags);
+        args.extend(["--report", s(&report)]);
+        let o = sandbox(&args, &base);
+        let v = assert_failure_report(&o, &report, needle);
+        if needle == "no-such-profile-xyz" {
+            // the gene was read: its id and commands are in the report
+            assert_eq!(v["gene_id"], "g-1", "{v:#}");
+            assert_eq!(v["commands"], serde_json::json!(["node -e 1"]));
+        }
+    }
+}
+
+/// A layer the profile requires that this host cannot give: rootless here, the cgroup (not
+/// delegated); as root, a landlock ABI above the kernel's (when there is one).
+#[test]
+fn a_required_layer_missing_writes_a_report() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = fixture("layer");
+    let report = base.join("r.json");
+    let root = nix::unistd::geteuid().is_root();
+    let abi = support::common::landlock_abi();
+    let (extra, needle) = if !root && sandbox_run::layers::cgroup::Host::detect().is_err() {
+        ("[layers]\ncgroup = \"required\"\n", "cgroup")
+    } else if abi < 7 {
+        (
+            "[layers]\ncgroup = \"best-effort\"\nlandlock_min_abi = 7\n",
+            "landlock",
+        )
+    } else {
+        eprintln!(
+            "skip: this host has every layer a profile can require (landlock ABI {abi}, a cgroup)"
+        );
+        return;
+    };
+    support::probe_profile(&base, "validate", "", extra);
+    let o = sandbox(
+        &[
+            "--profile",
+            s(&base.join("p.toml")),
+            "--repo",
+            s(&base.join("repo")),
+            "--report",
+            s(&report),
+            "--",
+            s(&probe()),
+            "whoami",
+        ],
+        &base,
+    );
+    let v = assert_failure_report(&o, &report, needle);
+    assert_eq!(v["results"][0]["argv"][1], "whoami", "{v:#}");
+}
+
+/// The report path comes first: a report that cannot be created is the error, before the
+/// profile is even read, and nothing runs.
+#[test]
+fn the_report_path_is_checked_before_anything_else() {
+    let base = fixture("first");
+    let report = base.join("no-such-dir/r.json");
+    let o = sandbox(
+        &[
+            "--profile",
+            "no-such-profile-xyz",
+            "--repo",
+            s(&base.join("repo")),
+            "--report",
+            s(&report),
+            "--",
+            "x",
+        ],
+        &base,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.starts_with("sandbox-run: report "), "{err}");
+    assert!(!err.contains("no-such-profile-xyz"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!report.exists());
+}
+
+/// The repo unknown (`--repo` missing): the report path is opened without following any link
+/// at all, since which links the repo controls is unknown. A path through a symlink is refused
+/// (the error line says so), a plain one is written.
+#[test]
+fn with_the_repo_unknown_no_link_is_followed_to_the_report() {
+    let base = fixture("nolink");
+    let real = base.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    std::os::unix::fs::symlink(&real, base.join("link")).unwrap();
+    let through = base.join("link/r.json");
+    let no_repo = base.join("no-such-repo");
+    let args = |report: &Path| {
+        sandbox(
+            &[
+                "--profile",
+                "validate",
+                "--repo",
+                s(&no_repo),
+                "--report",
+                s(report),
+                "--",
+                "x",
+            ],
+            &base,
+        )
+    };
+    let o = args(&through);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("no-such-repo"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&format!("sandbox-run: report {}: ", through.display()))),
+        "{err}"
+    );
+    assert!(!real.join("r.json").exists());
+    // control: the plain path gets its report
+    let plain = real.join("r.json");
+    let o = args(&plain);
+    assert_failure_report(&o, &plain, "no-such-repo");
+}
