@@ -237,6 +237,7 @@ pub fn build(
         home = dir.join("home");
         Some(dir)
     };
+    let ports = port_rules_apply(namespaces, net);
     let tmp = scratch
         .as_ref()
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
@@ -299,12 +300,12 @@ pub fn build(
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
-            tcp_connect: match net {
-                NetMode::None => Some(n.tcp_connect.clone()),
-                NetMode::Host if n.tcp_connect.is_empty() => None,
-                NetMode::Host => Some(n.tcp_connect.clone()),
+            tcp_connect: match (ports, net) {
+                (false, _) => None,
+                (true, NetMode::Host) if n.tcp_connect.is_empty() => None,
+                (true, _) => Some(n.tcp_connect.clone()),
             },
-            tcp_bind: Some(n.tcp_bind.clone()),
+            tcp_bind: ports.then(|| n.tcp_bind.clone()),
             scope: true,
         }
     });
@@ -363,7 +364,7 @@ pub fn build(
         landlock,
         landlock_min_abi: min_abi,
         seccomp: host.seccomp,
-        seccomp_options: plan_seccomp(net, &profile.network),
+        seccomp_options: plan_seccomp(ports, &profile.network),
         rlimits: rlimits::Limits {
             nofile: profile.limits.nofile,
             fsize: profile.limits.fsize.0,
@@ -397,15 +398,25 @@ fn git_configs(caller_home: Option<&str>, user_home: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `listen` is refused when the workload shares the host's network and may bind no TCP port:
-/// `listen` on an unbound socket autobinds an ephemeral port without passing landlock's bind
-/// hook, and would accept host connections despite `tcp_bind = []`. Under `--net none` the
-/// sandbox's own loopback-only network is private, so listening there stays allowed. With
+/// Do the port rules apply: landlock's TCP `bind`/`connect` port lists and seccomp's refusal
+/// of `listen`? They guard the host's network, so only where the workload shares it: `--net
+/// host`, or a run without namespaces (best-effort, on a host without user namespaces), which
+/// stays in the host's network namespace whatever the mode says. A sandbox with its own
+/// network namespace (`none`, and every other mode that is not `host`) has only its own
+/// loopback and whatever the sandbox itself routes out of it: bind, listen and connect there
+/// are allowed on any port, ephemeral ones included (test servers on 127.0.0.1:0).
+pub fn port_rules_apply(namespaces: bool, net: NetMode) -> bool {
+    !namespaces || net == NetMode::Host
+}
+
+/// `listen` is refused when the port rules apply ([`port_rules_apply`]) and no TCP port may
+/// be bound: `listen` on an unbound socket autobinds an ephemeral port without passing
+/// landlock's bind hook, and would accept host connections despite `tcp_bind = []`. With
 /// ports listed in `tcp_bind`, the profile means the command to serve on the host: `listen`
 /// stays allowed (an autobound port is then the remaining openness of host mode).
-pub fn plan_seccomp(net: NetMode, network: &crate::profile::Network) -> seccomp::Options {
+pub fn plan_seccomp(ports: bool, network: &crate::profile::Network) -> seccomp::Options {
     seccomp::Options {
-        deny_listen: net == NetMode::Host && network.tcp_bind.is_empty(),
+        deny_listen: ports && network.tcp_bind.is_empty(),
     }
 }
 
@@ -517,13 +528,25 @@ mod tests {
             tcp_connect: Vec::new(),
             tcp_bind,
         };
-        let deny = |mode, n: &Network| plan_seccomp(mode, n).deny_listen;
-        assert!(deny(NetMode::Host, &net(vec![])));
-        assert!(!deny(NetMode::Host, &net(vec![8080])));
-        assert!(!deny(NetMode::None, &net(vec![])));
-        assert!(!deny(NetMode::None, &net(vec![8080])));
+        let deny =
+            |ns: bool, mode, n: &Network| plan_seccomp(port_rules_apply(ns, mode), n).deny_listen;
+        assert!(deny(true, NetMode::Host, &net(vec![])));
+        assert!(!deny(true, NetMode::Host, &net(vec![8080])));
+        assert!(!deny(true, NetMode::None, &net(vec![])));
+        assert!(!deny(true, NetMode::None, &net(vec![8080])));
+        // no namespaces: the host's network whatever the mode says
+        assert!(deny(false, NetMode::None, &net(vec![])));
+        assert!(!deny(false, NetMode::None, &net(vec![8080])));
         // a plan from an older supervisor (no field) deserializes with the default
         let o: seccomp::Options = serde_json::from_str("{}").unwrap();
         assert!(!o.deny_listen);
+    }
+
+    #[test]
+    fn port_rules_only_where_the_host_network_is_shared() {
+        assert!(port_rules_apply(true, NetMode::Host));
+        assert!(!port_rules_apply(true, NetMode::None));
+        assert!(port_rules_apply(false, NetMode::Host));
+        assert!(port_rules_apply(false, NetMode::None));
     }
 }
