@@ -68,6 +68,9 @@ fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspac
     let cwd =
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
     let ws = Workspace::find(target.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    if let Some(n) = ws.notice() {
+        tracing::warn!("{n}");
+    }
     let path = sandbox_path(profile);
     let ctx = policy::Context {
         repo: &ws.repo,
@@ -446,6 +449,9 @@ fn validate_command(args: ValidateArgs) -> Result<i32, Fail> {
     let cwd =
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
     let ws = Workspace::find(args.repo.as_deref(), &cwd).map_err(Fail::usage)?;
+    if let Some(n) = ws.notice() {
+        tracing::warn!("{n}");
+    }
     // Before anything else happens: a report path that cannot be created costs nothing yet.
     let mut sink = ReportSink::open(args.report.as_deref(), &ws)?;
     let path = sandbox_path(&profile);

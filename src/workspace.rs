@@ -8,15 +8,142 @@ pub struct Workspace {
     pub repo: PathBuf,
     /// Canonical working directory: the caller's if it lies inside the repo, else the repo root.
     pub cwd: PathBuf,
+    /// How the repo root was chosen.
+    pub chosen: Chosen,
+}
+
+/// How [`Workspace::find`] chose the repo root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chosen {
+    /// `--repo DIR`.
+    Flag,
+    /// The git top level above the current directory.
+    Git,
+    /// The current directory: no git repository above it.
+    Cwd,
+}
+
+impl Chosen {
+    fn words(self) -> &'static str {
+        match self {
+            Chosen::Flag => "given by --repo",
+            Chosen::Git => "the git top level above the current directory",
+            Chosen::Cwd => "the current directory, with no git repository above it",
+        }
+    }
+}
+
+/// Files that mark a project's root, for the hint of [`Workspace::notice`].
+const PROJECT_MARKERS: &[&str] = &[
+    "package.json",
+    "Cargo.toml",
+    "pyproject.toml",
+    "setup.py",
+    "go.mod",
+    "pom.xml",
+];
+
+/// Never a repo root, nor anything beneath them: the system's own files (a rw profile would
+/// let the command write them, as root when root runs it; even read-only, they are not a
+/// project). `/usr/src` and `/usr/local/src` are the exceptions beneath `/usr`.
+const SYSTEM_TREES: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+    "/proc", "/sys",
+];
+const SYSTEM_TREE_EXCEPTIONS: &[&str] = &["/usr/src", "/usr/local/src"];
+/// Never a repo root themselves (projects beneath them are fine): shared or system-wide
+/// directories.
+const SYSTEM_DIRS: &[&str] = &[
+    "/var",
+    "/var/lib",
+    "/var/tmp",
+    "/var/cache",
+    "/var/log",
+    "/opt",
+    "/srv",
+    "/home",
+    "/root",
+    "/tmp",
+    "/run",
+    "/mnt",
+    "/media",
+    "/snap",
+    "/nix",
+];
+
+/// Why `repo` cannot be the repo root: `/`, a system directory, or a whole home directory of
+/// the caller (`homes`: canonical) or one above it. `None`: fine.
+fn refusal(repo: &Path, homes: &[PathBuf]) -> Option<String> {
+    if repo == Path::new("/") {
+        return Some("/, the whole file system".into());
+    }
+    if let Some(h) = homes.iter().find(|h| h.starts_with(repo)) {
+        let what = if h == repo {
+            "the caller's whole home directory".to_string()
+        } else {
+            format!("above the caller's home directory {}", h.display())
+        };
+        return Some(format!(
+            "{}, {what} (its dotfiles and credentials would be in the sandbox, writable in a \
+             read-write profile)",
+            repo.display()
+        ));
+    }
+    let under = |list: &[&str]| list.iter().any(|d| repo.starts_with(d));
+    let is = |list: &[&str]| list.iter().any(|d| repo == Path::new(d));
+    if (under(SYSTEM_TREES) && !under(SYSTEM_TREE_EXCEPTIONS)) || is(SYSTEM_DIRS) {
+        return Some(format!(
+            "{}, a system directory (its files are not a project, and a read-write profile \
+             would let the command change them)",
+            repo.display()
+        ));
+    }
+    None
+}
+
+/// The caller's home directories, canonical: `$HOME` and the passwd entry of the real uid
+/// (read from /etc/passwd: no NSS in a static binary).
+pub fn caller_homes() -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = Vec::new();
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from) {
+        homes.push(h);
+    }
+    let uid = nix::unistd::getuid().as_raw().to_string();
+    if let Ok(t) = std::fs::read_to_string("/etc/passwd") {
+        for l in t.lines() {
+            let f: Vec<&str> = l.split(':').collect();
+            if f.len() >= 6 && f[2] == uid {
+                homes.push(PathBuf::from(f[5]));
+            }
+        }
+    }
+    let mut out: Vec<PathBuf> = homes
+        .into_iter()
+        .filter(|h| h.is_absolute())
+        .filter_map(|h| std::fs::canonicalize(h).ok())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 impl Workspace {
     /// `--repo DIR`, else the git top level above `cwd`, else `cwd` itself. `DIR` must name
-    /// its directory without a symlink on the way (compared lexically, `..` included).
+    /// its directory without a symlink on the way (compared lexically, `..` included). The
+    /// root is refused when it is `/`, a system directory or the caller's whole home.
     pub fn find(repo_flag: Option<&Path>, cwd: &Path) -> Result<Workspace, String> {
+        Workspace::find_with(repo_flag, cwd, &caller_homes())
+    }
+
+    /// [`Workspace::find`] with the caller's home directories given (canonical).
+    pub fn find_with(
+        repo_flag: Option<&Path>,
+        cwd: &Path,
+        homes: &[PathBuf],
+    ) -> Result<Workspace, String> {
         let cwd = std::fs::canonicalize(cwd)
             .map_err(|e| format!("current directory {}: {e}", cwd.display()))?;
-        let repo = match repo_flag {
+        let (repo, chosen) = match repo_flag {
             Some(r) => {
                 let abs = cwd.join(r);
                 let repo = std::fs::canonicalize(&abs)
@@ -35,21 +162,58 @@ impl Workspace {
                 if !repo.is_dir() {
                     return Err(format!("--repo {}: not a directory", repo.display()));
                 }
-                repo
+                (repo, Chosen::Flag)
             }
-            None => git_top_level(&cwd).unwrap_or_else(|| cwd.clone()),
+            None => match git_top_level(&cwd) {
+                Some(top) => (top, Chosen::Git),
+                None => (cwd.clone(), Chosen::Cwd),
+            },
         };
-        if repo == Path::new("/") {
-            return Err(
-                "the repo root would be / (use --repo DIR, or run inside a repository)".into(),
-            );
+        if let Some(why) = refusal(&repo, homes) {
+            return Err(format!(
+                "the repo root would be {why}; it is {}: pass --repo DIR with the project's \
+                 directory, or run inside a repository",
+                chosen.words()
+            ));
         }
         let cwd = if cwd.starts_with(&repo) {
             cwd
         } else {
             repo.clone()
         };
-        Ok(Workspace { repo, cwd })
+        Ok(Workspace { repo, cwd, chosen })
+    }
+
+    /// One line for stderr when the repo root was the current directory for want of a git
+    /// repository (a subdirectory of a project without git would otherwise quietly become
+    /// the whole repo): which directory, and how to choose another.
+    pub fn notice(&self) -> Option<String> {
+        if self.chosen != Chosen::Cwd {
+            return None;
+        }
+        let homes = caller_homes();
+        let hint = self
+            .repo
+            .ancestors()
+            .skip(1)
+            .take_while(|d| refusal(d, &homes).is_none())
+            .find_map(|d| {
+                PROJECT_MARKERS
+                    .iter()
+                    .find(|m| d.join(m).symlink_metadata().is_ok())
+                    .map(|m| {
+                        format!(
+                            " ({m} is in {}: --repo {0} makes that the repo)",
+                            d.display()
+                        )
+                    })
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "no git repository above the current directory: the repo is {} (choose another \
+             with --repo DIR){hint}",
+            self.repo.display()
+        ))
     }
 }
 
@@ -123,6 +287,91 @@ mod tests {
         let w = Workspace::find(None, &t.join("mono-link/packages/real")).unwrap();
         assert_eq!(w.cwd, t.join("mono/packages/real"));
         std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn system_directories_and_whole_homes_are_refused_as_repo_roots() {
+        let refused = |p: &str| refusal(Path::new(p), &[PathBuf::from("/home/u")]);
+        for p in [
+            "/",
+            "/usr",
+            "/usr/lib",
+            "/usr/share/doc/x",
+            "/usr/local",
+            "/usr/local/lib/node_modules/x",
+            "/etc",
+            "/etc/nginx",
+            "/bin",
+            "/lib64",
+            "/boot",
+            "/proc/1",
+            "/sys/fs",
+            "/dev",
+            "/var",
+            "/var/lib",
+            "/opt",
+            "/home",
+            "/tmp",
+            "/root",
+            "/run",
+        ] {
+            assert!(refused(p).is_some(), "{p} must be refused");
+        }
+        let e = refused("/home/u").unwrap();
+        assert!(e.contains("the caller's whole home directory"), "{e}");
+        for p in [
+            "/usr/src/linux",
+            "/usr/local/src/app",
+            "/var/lib/jenkins/workspace/job",
+            "/opt/app",
+            "/srv/site",
+            "/home/u/project",
+            "/home/other",
+            "/tmp/build",
+            "/root/project",
+        ] {
+            assert_eq!(refused(p), None, "{p} must be allowed");
+        }
+        // through find: a flag, and the current directory for want of git
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let t = base
+            .join("target")
+            .join(format!("ws-home-test-{}", std::process::id()));
+        std::fs::create_dir_all(t.join("home/proj/src")).unwrap();
+        let homes = [t.join("home")];
+        let e = Workspace::find_with(Some(&t.join("home")), &t, &homes).unwrap_err();
+        assert!(
+            e.contains("whole home directory") && e.contains("given by --repo"),
+            "{e}"
+        );
+        let e = Workspace::find_with(Some(&t), &t, &homes).unwrap_err();
+        assert!(e.contains("above the caller's home directory"), "{e}");
+        let e = Workspace::find_with(Some(Path::new("/usr/lib")), &t, &homes).unwrap_err();
+        assert!(e.contains("/usr/lib, a system directory"), "{e}");
+        assert!(e.contains("pass --repo DIR"), "{e}");
+        let w = Workspace::find_with(Some(&t.join("home/proj")), &t, &homes).unwrap();
+        assert_eq!((w.chosen, w.notice()), (Chosen::Flag, None));
+        std::fs::remove_dir_all(&t).unwrap();
+    }
+
+    #[test]
+    fn the_current_directory_as_repo_says_so() {
+        let w = Workspace {
+            repo: PathBuf::from("/srv/proj/src"),
+            cwd: PathBuf::from("/srv/proj/src"),
+            chosen: Chosen::Cwd,
+        };
+        let n = w.notice().unwrap();
+        assert!(
+            n.contains("the repo is /srv/proj/src") && n.contains("--repo DIR"),
+            "{n}"
+        );
+        assert!(!n.contains('\n'));
+        let git = Workspace {
+            chosen: Chosen::Git,
+            ..w
+        };
+        assert_eq!(git.notice(), None);
     }
 
     fn tempdir_in(dir: &Path) -> PathBuf {

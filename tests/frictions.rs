@@ -1,0 +1,155 @@
+//! Smaller frictions a new user meets (issue 11, item 7), each end to end: the repo root that
+//! sandbox-run chooses or refuses, `NO_COLOR` under `validate`, Java and a Python virtualenv
+//! under `ci`, and a repo whose files belong to several users.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A directory with no git repository above it (the fixture base lies inside this checkout):
+/// under the system's temp dir, 0700, removed when dropped.
+struct NoGit(PathBuf);
+
+impl NoGit {
+    fn new(name: &str) -> NoGit {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("sandbox-run-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let d = std::fs::canonicalize(&d).unwrap();
+        assert!(
+            !d.ancestors().any(|a| a.join(".git").exists()),
+            "{} is inside a git repository",
+            d.display()
+        );
+        NoGit(d)
+    }
+}
+
+impl Drop for NoGit {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `sandbox-run ARGS` in `cwd`, with a predictable environment.
+fn sandbox_run(args: &[&str], cwd: &Path, home: &Path) -> Run {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
+        .env("HOME", home)
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    run_command(c, LIMIT)
+}
+
+fn assert_one_line_125(r: &Run, needle: &str) {
+    r.assert_code(125);
+    assert_eq!(r.stderr.lines().count(), 1, "one line expected:\n{r}");
+    assert!(r.stderr.contains(needle), "expected {needle:?}:\n{r}");
+}
+
+/// `--repo` at `/`, a system directory, the caller's whole `$HOME` or above it is refused
+/// with a reason (one line, 125), and so is `$HOME` chosen as the current directory for want
+/// of git. Controls: a project inside `$HOME` and the same system path's project-like
+/// neighbour run.
+#[test]
+fn system_directories_and_the_whole_home_are_refused_as_repo() {
+    let t = NoGit::new("repo-refusal");
+    let home = t.0.join("home");
+    std::fs::create_dir_all(home.join("proj/src")).unwrap();
+    let check = |repo: Option<&Path>, cwd: &Path| {
+        let mut a = vec!["check", "--profile", "validate"];
+        let r;
+        if let Some(repo) = repo {
+            r = repo.to_str().unwrap().to_string();
+            a.extend(["--repo", r.as_str()]);
+        }
+        a.extend(["--", "node", "x.js"]);
+        sandbox_run(&a, cwd, &home)
+    };
+    for (repo, why) in [
+        ("/", "the whole file system"),
+        ("/usr", "a system directory"),
+        ("/etc", "a system directory"),
+        ("/usr/lib", "a system directory"),
+        ("/var", "a system directory"),
+    ] {
+        let r = check(Some(Path::new(repo)), &home);
+        assert_one_line_125(&r, why);
+        assert!(r.stderr.contains("given by --repo"), "{r}");
+    }
+    let r = check(Some(&home), &home);
+    assert_one_line_125(&r, "the caller's whole home directory");
+    let r = check(Some(&t.0), &home);
+    assert_one_line_125(&r, "above the caller's home directory");
+    // no --repo, no git, in $HOME: the current directory would be the repo
+    let r = check(None, &home);
+    assert_one_line_125(&r, "the caller's whole home directory");
+    assert!(r.stderr.contains("no git repository above it"), "{r}");
+    // controls
+    check(Some(&home.join("proj")), &home).assert_code(0);
+    check(None, &home.join("proj/src")).assert_code(0);
+}
+
+/// A project without git, run from a subdirectory: one stderr line says which directory
+/// became the repo, how to choose another, and where the project's marker file is.
+/// Control: inside a git repository nothing is said.
+#[test]
+fn without_git_the_chosen_repo_is_named() {
+    let t = NoGit::new("nogit-notice");
+    let proj = t.0.join("proj");
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join("package.json"), "{}\n").unwrap();
+    let r = sandbox_run(
+        &["check", "--profile", "validate", "--", "node", "x.js"],
+        &proj.join("src"),
+        &t.0,
+    );
+    r.assert_code(0);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{r}");
+    let src = proj.join("src");
+    assert!(
+        lines[0].contains(&format!("the repo is {}", src.display())),
+        "{r}"
+    );
+    assert!(lines[0].contains("--repo DIR"), "{r}");
+    assert!(
+        lines[0].contains(&format!("package.json is in {}", proj.display())),
+        "{r}"
+    );
+    // control: with git, the git top level is the repo and nothing is said
+    std::fs::create_dir(proj.join(".git")).unwrap();
+    let r = sandbox_run(
+        &["check", "--profile", "validate", "--", "node", "x.js"],
+        &proj.join("src"),
+        &t.0,
+    );
+    r.assert_code(0);
+    assert_eq!(r.stderr, "", "{r}");
+}
+
+/// `validate` sets `NO_COLOR=1` (captured tails stay readable; `CI=true` alone turns colours
+/// on in mocha and others), whatever the caller's environment says.
+#[test]
+fn validate_sets_no_color() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("no-color");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let r = run_probe_with(&p, &repo, &[], &["getenv", "NO_COLOR"], |c| {
+        c.env_remove("NO_COLOR");
+    });
+    assert_eq!(r.assert_ok(), "1", "{r}");
+    let r = run_probe_with(&p, &repo, &[], &["getenv", "CI"], |c| {
+        c.env_remove("CI");
+    });
+    assert_eq!(r.assert_ok(), "true", "{r}");
+}
