@@ -174,6 +174,7 @@ pub fn build(
             repo_mode = RepoMode::Ro;
         }
     }
+    let system_ro = expand_globs(&fs.system_ro);
     let toolchains = if fs.toolchains {
         let names: Vec<&str> = profile
             .gate
@@ -192,7 +193,7 @@ pub fn build(
             names: &names,
             path: &path,
             repo: &ws.repo,
-            system: &fs.system_ro,
+            system: &system_ro,
             homes: &toolchain::homes(&given),
             rustup_home: host.var("RUSTUP_HOME").map(Path::new),
         })
@@ -217,7 +218,7 @@ pub fn build(
             repo: &ws.repo,
             repo_mode: fs.repo,
             git: git.as_ref(),
-            system_ro: &fs.system_ro,
+            system_ro: &system_ro,
             extra_ro: &fs.extra_ro,
             extra_rw: &fs.extra_rw,
             toolchains: &toolchains.binds,
@@ -243,7 +244,7 @@ pub fn build(
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
     let landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
-        let mut read_exec = existing(&fs.system_ro);
+        let mut read_exec = existing(&system_ro);
         read_exec.extend(toolchains.binds.iter().cloned());
         // With a new root the credentials in these trees are covered by mounts; without one,
         // landlock leaves them out.
@@ -374,6 +375,62 @@ pub fn build(
         git_placeholder,
         cgroup_join: Vec::new(),
     })
+}
+
+/// `system_ro` with each entry whose last component holds a `*` (`/etc/java-*`) replaced by
+/// the host's matching entries, sorted; other entries as they are. Only the last component
+/// is a pattern: the directory listed is a system one the profile names, never the repo.
+pub fn expand_globs(list: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in list {
+        let (Some(parent), Some(pattern)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
+        else {
+            out.push(p.clone());
+            continue;
+        };
+        if !pattern.contains('*') {
+            out.push(p.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(parent)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| glob_match(pattern, n))
+            })
+            .map(|e| parent.join(e.file_name()))
+            .collect();
+        found.sort();
+        out.extend(found);
+    }
+    out
+}
+
+/// Does `name` match `pattern`, where `*` stands for any run of characters (none included)?
+/// A leading `.` is matched only by a leading `.` in the pattern, as in the shell.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    if name.starts_with('.') && !pattern.starts_with('.') {
+        return false;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return name == pattern;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// The host's git config files whose `core.hooksPath` the next host git would follow: the
@@ -540,6 +597,40 @@ mod tests {
         // a plan from an older supervisor (no field) deserializes with the default
         let o: seccomp::Options = serde_json::from_str("{}").unwrap();
         assert!(!o.deny_listen);
+    }
+
+    #[test]
+    fn globs_in_the_last_component() {
+        for (pattern, name, want) in [
+            ("java-*", "java-17-openjdk", true),
+            ("java-*", "java-", true),
+            ("java-*", "javax", false),
+            ("java-*-openjdk", "java-21-openjdk", true),
+            ("java-*-openjdk", "java-21-openjdk-x", false),
+            ("*", ".hidden", false),
+            ("*.conf", "a.conf", true),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+            ("plain", "plain", true),
+        ] {
+            assert_eq!(glob_match(pattern, name), want, "{pattern} {name}");
+        }
+        let base = std::env::temp_dir().join(format!("sandbox-run-glob-{}", std::process::id()));
+        for d in ["java-17-openjdk", "java-21-openjdk", "javascript"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let got = expand_globs(&[base.join("java-*"), PathBuf::from("/usr"), base.join("x-*")]);
+        assert_eq!(
+            got,
+            [
+                base.join("java-17-openjdk"),
+                base.join("java-21-openjdk"),
+                PathBuf::from("/usr")
+            ]
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

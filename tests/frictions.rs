@@ -153,3 +153,54 @@ fn validate_sets_no_color() {
     });
     assert_eq!(r.assert_ok(), "true", "{r}");
 }
+
+/// Under `ci`, Java works on Debian: its configuration (`java.security`, `jvm.cfg`) lives in
+/// `/etc/java-*`, reached through links from the JDK's `conf` and `lib` directories. A
+/// program that compiles from source and uses the security providers runs, as on the host.
+#[test]
+fn java_works_under_ci() {
+    if !sandbox_works() {
+        return;
+    }
+    if which("java").is_none() {
+        skip_tool("java is not installed (Debian: apt-get install openjdk-17-jre-headless)");
+        return;
+    }
+    let f = Fixture::new("java");
+    let repo = f.repo("repo");
+    std::fs::write(
+        repo.join("Hello.java"),
+        r#"public class Hello {
+    public static void main(String[] args) throws Exception {
+        byte[] d = java.security.MessageDigest.getInstance("SHA-256").digest("abc".getBytes("UTF-8"));
+        StringBuilder hex = new StringBuilder();
+        for (byte b : d) hex.append(String.format("%02x", b));
+        new java.security.SecureRandom().nextInt();
+        System.out.println("java ok " + hex);
+    }
+}
+"#,
+    )
+    .unwrap();
+    let want = "java ok ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    let host = {
+        let mut c = Command::new("java");
+        c.arg("Hello.java").current_dir(&repo).stdin(Stdio::null());
+        run_command(c, LIMIT)
+    };
+    if host.code != Some(0) {
+        // a JRE without the compiler module cannot run a source file: not the sandbox's fault
+        skip_tool(&format!(
+            "java cannot run a source file on the host:\n{host}"
+        ));
+        return;
+    }
+    assert!(host.stdout.contains(want), "{host}");
+    let p = f.profile(&Spec::extends("ci").no_probe());
+    let r = run_command(
+        sandbox_command(&p, &repo, &[], &["java", "Hello.java"]),
+        LIMIT,
+    );
+    r.assert_code(0);
+    assert!(r.stdout.contains(want), "{r}");
+}
