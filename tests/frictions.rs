@@ -204,3 +204,69 @@ fn java_works_under_ci() {
     r.assert_code(0);
     assert!(r.stdout.contains(want), "{r}");
 }
+
+/// Under `ci`, a Python virtualenv works: `.venv/bin/python -m pytest` (a link in the repo
+/// leading to the system python) runs as `.venv/bin/pytest` does, and sees the venv
+/// (`sys.prefix` is the venv). pytest comes from the system's site-packages when installed
+/// there, else the stdlib's unittest runs the same test.
+#[test]
+fn python_virtualenv_works_under_ci() {
+    if !sandbox_works() {
+        return;
+    }
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        skip_tool("/usr/bin/python3 is not installed");
+        return;
+    }
+    let f = Fixture::new("venv");
+    let repo = f.repo("repo");
+    let mut c = Command::new(python);
+    c.args([
+        "-m",
+        "venv",
+        "--without-pip",
+        "--system-site-packages",
+        ".venv",
+    ])
+    .current_dir(&repo);
+    let made = run_command(c, LIMIT);
+    if made.code != Some(0) {
+        skip_tool(&format!("python3 -m venv failed on the host:\n{made}"));
+        return;
+    }
+    std::fs::write(
+        repo.join("test_venv.py"),
+        "import sys, unittest\n\n\
+         class T(unittest.TestCase):\n    def test_prefix(self):\n        \
+         self.assertTrue(sys.prefix.endswith('.venv'), sys.prefix)\n\n\
+         def test_plain():\n    assert sys.prefix != sys.base_prefix\n",
+    )
+    .unwrap();
+    let has_pytest = {
+        let mut c = Command::new(repo.join(".venv/bin/python"));
+        c.args(["-c", "import pytest"]).current_dir(&repo);
+        run_command(c, LIMIT).code == Some(0)
+    };
+    let argv: &[&str] = if has_pytest {
+        &[
+            ".venv/bin/python",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ]
+    } else {
+        skip_tool("pytest is not importable by /usr/bin/python3: unittest runs instead");
+        &[".venv/bin/python", "-m", "unittest", "-v", "test_venv"]
+    };
+    let p = f.profile(&Spec::extends("ci").no_probe());
+    let r = run_command(sandbox_command(&p, &repo, &[], argv), LIMIT);
+    r.assert_code(0);
+    let passed = if has_pytest { "passed" } else { "OK" };
+    assert!(r.all().contains(passed), "{r}");
+    if has_pytest {
+        assert!(r.stdout.contains("2 passed"), "{r}");
+    }
+}
