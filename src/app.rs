@@ -326,6 +326,13 @@ impl Runner<'_> {
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
         let _placeholder = plan.git_placeholder.clone().map(Placeholder);
+        if plan.repo_mode != crate::profile::RepoMode::Ro {
+            crate::workspace::warn_foreign_owner(
+                &self.ws.repo,
+                plan.ids.uid,
+                plan.git_placeholder.is_some(),
+            );
+        }
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
         let leaf = match self.cgroup_leaf(&limits) {

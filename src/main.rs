@@ -59,11 +59,9 @@ fn one_line(e: &clap::Error) -> String {
         }
         let line = line.trim();
         // each tip is a paragraph of its own
-        if line.is_empty() || line.starts_with("tip:") {
-            if !current.is_empty() {
-                paragraphs.push(current.join(" "));
-                current.clear();
-            }
+        if (line.is_empty() || line.starts_with("tip:")) && !current.is_empty() {
+            paragraphs.push(current.join(" "));
+            current.clear();
         }
         if !line.is_empty() {
             current.push(line);

@@ -217,6 +217,99 @@ impl Workspace {
     }
 }
 
+/// How many entries [`foreign_owner`] looks at, at most: a repo with a large `node_modules`
+/// costs a few milliseconds, not a walk of everything.
+pub const OWNER_SCAN_BUDGET: usize = 20_000;
+
+/// Someone other than `uid` owning something in the repo: the owner and the repo-relative
+/// path of the first such entry, breadth first (the repo root itself first), at most `budget`
+/// entries looked at. Symlinks are not counted (nobody writes through one's own inode) and
+/// never followed: every directory is reopened beneath the repo without links
+/// ([`crate::hostfs::Dir::open_at`]), so nothing the repo swaps in leads elsewhere.
+///
+/// `skip_git`: leave out the repo root's `.git` (the empty placeholder sandbox-run made for
+/// this run, owned by the caller).
+pub fn foreign_owner(
+    repo: &Path,
+    uid: u32,
+    budget: usize,
+    skip_git: bool,
+) -> Option<(u32, PathBuf)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let root = crate::hostfs::Dir::open(repo).ok()?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let mut queue = std::collections::VecDeque::from([PathBuf::new()]);
+    let mut seen = 0usize;
+    while let Some(rel) = queue.pop_front() {
+        let Ok(fd) = root.open_at(&rel, flags, 0) else {
+            continue; // replaced or removed meanwhile
+        };
+        if rel.as_os_str().is_empty() {
+            // SAFETY: all-zero is a valid `stat`; fstat fills it for our open fd.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0 && st.st_uid != uid {
+                return Some((st.st_uid, PathBuf::from(".")));
+            }
+        }
+        let Ok(mut dir) = nix::dir::Dir::from_fd(fd) else {
+            continue;
+        };
+        let dirfd = dir.as_raw_fd();
+        for e in dir.iter() {
+            let Ok(e) = e else { break };
+            let name = e.file_name();
+            if matches!(name.to_bytes(), b"." | b"..")
+                || (skip_git && rel.as_os_str().is_empty() && name.to_bytes() == b".git")
+            {
+                continue;
+            }
+            seen += 1;
+            if seen > budget {
+                return None;
+            }
+            // SAFETY: all-zero is a valid `stat`; fstatat fills it, not following a link.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `dirfd` is the open directory being read, the name NUL-terminated.
+            if unsafe { libc::fstatat(dirfd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) }
+                != 0
+            {
+                continue;
+            }
+            let kind = st.st_mode & libc::S_IFMT;
+            if kind == libc::S_IFLNK {
+                continue;
+            }
+            let path = rel.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            if st.st_uid != uid {
+                return Some((st.st_uid, path));
+            }
+            if kind == libc::S_IFDIR {
+                queue.push_back(path);
+            }
+        }
+    }
+    None
+}
+
+/// The one-line warning for a repo holding files of a user other than the one the command
+/// runs as, once per process (a gene's commands share the repo).
+pub fn warn_foreign_owner(repo: &Path, uid: u32, placeholder: bool) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if WARNED.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    if let Some((owner, path)) = foreign_owner(repo, uid, OWNER_SCAN_BUDGET, placeholder) {
+        WARNED.store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(
+            "the repo holds files of several users ({} is uid {owner}'s): the command runs as \
+             uid {uid} and can write only the files uid {uid} owns",
+            repo.join(&path).display()
+        );
+    }
+}
+
 /// The nearest ancestor holding `.git` (a directory, or a file for worktrees and submodules).
 fn git_top_level(start: &Path) -> Option<PathBuf> {
     start
@@ -372,6 +465,50 @@ mod tests {
             ..w
         };
         assert_eq!(git.notice(), None);
+    }
+
+    #[test]
+    fn foreign_owners_are_found_breadth_first_within_the_budget() {
+        // the cost of a whole budget (printed with --nocapture)
+        let t0 = std::time::Instant::now();
+        let _ = foreign_owner(Path::new("/usr/share"), 0, OWNER_SCAN_BUDGET, false);
+        eprintln!(
+            "up to {OWNER_SCAN_BUDGET} entries of /usr/share in {:?}",
+            t0.elapsed()
+        );
+        // as anyone else, the root directory itself is the first foreign entry
+        assert_eq!(
+            foreign_owner(Path::new("/usr/share"), 4242, 10, false),
+            Some((0, PathBuf::from(".")))
+        );
+        // a link is neither counted nor followed
+        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let t = base
+            .join("target")
+            .join(format!("ws-owner-test-{}", std::process::id()));
+        std::fs::create_dir_all(t.join("a/b")).unwrap();
+        std::os::unix::fs::symlink("/usr/share", t.join("a/link")).unwrap();
+        std::os::unix::fs::symlink("/usr", t.join("a/b/link")).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        assert_eq!(foreign_owner(&t, me, 1000, false), None);
+        if me == 0 {
+            // breadth first: the shallower of two foreign entries; none past the budget
+            std::fs::write(t.join("a/b/deep"), "").unwrap();
+            std::fs::write(t.join("a/shallow"), "").unwrap();
+            std::os::unix::fs::lchown(t.join("a/b/deep"), Some(1001), None).unwrap();
+            std::os::unix::fs::lchown(t.join("a/shallow"), Some(1002), None).unwrap();
+            assert_eq!(
+                foreign_owner(&t, 0, 1000, false),
+                Some((1002, PathBuf::from("a/shallow")))
+            );
+            assert_eq!(foreign_owner(&t, 0, 1, false), None);
+            // a foreign link is not counted
+            std::fs::remove_file(t.join("a/shallow")).unwrap();
+            std::fs::remove_file(t.join("a/b/deep")).unwrap();
+            std::os::unix::fs::lchown(t.join("a/link"), Some(1001), None).unwrap();
+            assert_eq!(foreign_owner(&t, 0, 1000, false), None);
+        }
+        std::fs::remove_dir_all(&t).unwrap();
     }
 
     fn tempdir_in(dir: &Path) -> PathBuf {

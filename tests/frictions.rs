@@ -270,3 +270,69 @@ fn python_virtualenv_works_under_ci() {
         assert!(r.stdout.contains("2 passed"), "{r}");
     }
 }
+
+/// A repo holding files of several users: one stderr line warns that the command can write
+/// only the files of the user it runs as (root runs a repo as its owner). Controls: a repo of
+/// one owner, without `.git` (sandbox-run's own placeholder `.git` does not count), says
+/// nothing; the warning is a warning: the command still runs and writes its own files.
+#[test]
+fn a_repo_of_several_owners_warns() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("owners");
+    let repo = f.repo("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("src/a.js"), "//\n").unwrap();
+    let p = f.profile(&Spec::extends("ci"));
+    let probe_write = |repo: &Path| {
+        let target = repo.join("out.txt");
+        run_probe(&p, repo, &[], &["write", target.to_str().unwrap()])
+    };
+    let warned = |r: &ProbeRun| {
+        r.run
+            .stderr
+            .lines()
+            .filter(|l| l.contains("the repo holds files of several users"))
+            .count()
+    };
+    let r = probe_write(&repo);
+    r.assert_ok();
+    assert_eq!(warned(&r), 0, "a repo of one owner:\n{r}");
+    if !is_root() {
+        skip_tool("not root: cannot give a repo file to another user (the warning case)");
+        return;
+    }
+    // the repo is uid 1001's (root runs it as 1001), one file is 1002's
+    fn chown_tree(p: &Path, id: u32) {
+        std::os::unix::fs::lchown(p, Some(id), Some(id)).unwrap();
+        if p.symlink_metadata().unwrap().is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                chown_tree(&e.unwrap().path(), id);
+            }
+        }
+    }
+    chown_tree(&repo, 1001);
+    let r = probe_write(&repo);
+    r.assert_ok();
+    assert_eq!(warned(&r), 0, "a repo of one owner, run by root:\n{r}");
+    std::fs::write(repo.join("src/b.js"), "//\n").unwrap();
+    std::os::unix::fs::lchown(repo.join("src/b.js"), Some(1002), Some(1002)).unwrap();
+    let r = probe_write(&repo);
+    r.assert_ok();
+    assert_eq!(warned(&r), 1, "{r}");
+    let line = r
+        .run
+        .stderr
+        .lines()
+        .find(|l| l.contains("several users"))
+        .unwrap();
+    assert!(
+        line.contains(&format!(
+            "{} is uid 1002's",
+            repo.join("src/b.js").display()
+        )) && line.contains("runs as uid 1001")
+            && line.contains("can write only the files uid 1001 owns"),
+        "{line}"
+    );
+}

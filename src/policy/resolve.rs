@@ -91,7 +91,7 @@ impl Locator {
     /// its last component ([`link_path`])?
     pub fn is_named(&self, found: &Path) -> bool {
         let l = link_path(found);
-        self.named.iter().any(|n| *n == l)
+        self.named.contains(&l)
     }
 
     /// Is the canonical path inside (or equal to) the canonical repo root?
