@@ -331,6 +331,7 @@ impl Runner<'_> {
                 &self.ws.repo,
                 plan.ids.uid,
                 plan.git_placeholder.is_some(),
+                crate::workspace::OWNER_SCAN_BEFORE,
             );
         }
         let planned = t0.elapsed();
@@ -395,6 +396,15 @@ impl Runner<'_> {
             );
         }
         let result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
+            // a file it could not write may be why: look deeper than before the run
+            crate::workspace::warn_foreign_owner(
+                &self.ws.repo,
+                plan.ids.uid,
+                plan.git_placeholder.is_some(),
+                crate::workspace::OWNER_SCAN_AFTER_FAILURE,
+            );
+        }
         Ok((result, report::sandbox(&plan, &finished, cgroup)))
     }
 

@@ -335,4 +335,25 @@ fn a_repo_of_several_owners_warns() {
             && line.contains("can write only the files uid 1001 owns"),
         "{line}"
     );
+
+    // Deep in a large repo, past what is looked at before a run: a run that fails (here on
+    // that very file) looks deeper afterwards and warns.
+    let big = f.repo("big");
+    for i in 0..400 {
+        std::fs::write(big.join(format!("f{i:03}.txt")), "").unwrap();
+    }
+    let deep = big.join("z/y/x/deep.txt");
+    std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+    std::fs::write(&deep, "").unwrap();
+    chown_tree(&big, 1001);
+    std::os::unix::fs::lchown(&deep, Some(1002), Some(1002)).unwrap();
+    let r = run_probe(&p, &big, &[], &["write", deep.to_str().unwrap()]);
+    r.assert_errno(&[libc::EACCES]);
+    assert_eq!(warned(&r), 1, "{r}");
+    assert!(
+        r.run
+            .stderr
+            .contains(&format!("{} is uid 1002's", deep.display())),
+        "{r}"
+    );
 }
