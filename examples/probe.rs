@@ -37,6 +37,7 @@ files:     read FILE | write FILE (appends one line) | list DIR | stat PATH | mk
            replace-with-symlink PATH TARGET (a directory is renamed to PATH.replaced first)
 network:   tcp-connect HOST:PORT | tcp-bind PORT | unix-connect PATH
            abstract-connect NAME | udp-send HOST:PORT
+           tcp-loopback IP PORT (bind IP:PORT, 0 = ephemeral; listen; connect to itself; echo)
 processes: kill PID [SIG] | ptrace-attach PID | ptrace-traceme
 kernel:    unshare-user | clone-newuser | clone3 | mount-tmpfs DIR | io-uring | keyctl | bpf
            userfaultfd | perf-event-open | int80-getpid | x32-getpid | personality-norandom
@@ -484,6 +485,39 @@ fn tcp_bind(args: &[String]) -> Outcome {
         r?;
     }
     ok_with(format!("port={port}"))
+}
+
+/// `tcp-loopback IP PORT`: a TCP server on IP:PORT (0: an ephemeral port), which the probe
+/// connects to and exchanges bytes with both ways: what a test suite's server does. The errno
+/// of the first step that fails (bind, listen, connect, accept, read, write) is the verdict.
+fn tcp_loopback(args: &[String]) -> Outcome {
+    use std::io::{Read, Write};
+    let ip: std::net::IpAddr = arg(args, 0, "IP")?
+        .parse()
+        .map_err(|e| usage(&format!("IP: {e}")))?;
+    let port: u16 = num(args, 1, "PORT")?;
+    let io = |e: std::io::Error| match e.raw_os_error() {
+        Some(n) => Fail::Errno(n),
+        None => Fail::Error(e.to_string()),
+    };
+    let l = std::net::TcpListener::bind(SocketAddr::new(ip, port)).map_err(io)?;
+    let at = l.local_addr().map_err(io)?;
+    let mut c = std::net::TcpStream::connect_timeout(&at, Duration::from_secs(5)).map_err(io)?;
+    let (mut s, _) = l.accept().map_err(io)?;
+    for x in [&s, &c] {
+        x.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(io)?;
+    }
+    c.write_all(b"ping").map_err(io)?;
+    let mut buf = [0u8; 4];
+    s.read_exact(&mut buf).map_err(io)?;
+    s.write_all(b"pong").map_err(io)?;
+    let mut back = [0u8; 4];
+    c.read_exact(&mut back).map_err(io)?;
+    if (&buf, &back) != (b"ping", b"pong") {
+        return Err(Fail::Error(format!("echo: got {buf:?} and {back:?}")));
+    }
+    ok_with(format!("port={} exchanged=ping/pong", at.port()))
 }
 
 fn unix_addr(name: &[u8], abstract_ns: bool) -> Result<(libc::sockaddr_un, libc::socklen_t), Fail> {
@@ -1710,6 +1744,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "replace-with-symlink" => replace_with_symlink(args),
         "tcp-connect" => tcp_connect(args),
         "tcp-bind" => tcp_bind(args),
+        "tcp-loopback" => tcp_loopback(args),
         "unix-connect" => unix_connect(arg(args, 0, "PATH")?, false),
         "abstract-connect" => unix_connect(arg(args, 0, "NAME")?, true),
         "udp-send" => udp_send(args),

@@ -69,7 +69,11 @@ pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> OsString {
 fn workspace(repo: Option<&std::path::Path>) -> Result<Workspace, Fail> {
     let cwd =
         std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
-    Workspace::find(repo, &cwd).map_err(Fail::usage)
+    let ws = Workspace::find(repo, &cwd).map_err(Fail::usage)?;
+    if let Some(n) = ws.notice() {
+        tracing::warn!("{n}");
+    }
+    Ok(ws)
 }
 
 fn gate(target: &Target, profile: &Profile) -> Result<(policy::Verdict, Workspace), Fail> {
@@ -543,6 +547,14 @@ impl Runner<'_> {
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
         let _placeholder = plan.git_placeholder.clone().map(Placeholder);
+        if plan.repo_mode != crate::profile::RepoMode::Ro {
+            crate::workspace::warn_foreign_owner(
+                &self.ws.repo,
+                plan.ids.uid,
+                plan.git_placeholder.is_some(),
+                crate::workspace::OWNER_SCAN_BEFORE,
+            );
+        }
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
         let leaf = match self.cgroup_leaf(&limits) {
@@ -635,6 +647,15 @@ impl Runner<'_> {
             );
         }
         let result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
+            // a file it could not write may be why: look deeper than before the run
+            crate::workspace::warn_foreign_owner(
+                &self.ws.repo,
+                plan.ids.uid,
+                plan.git_placeholder.is_some(),
+                crate::workspace::OWNER_SCAN_AFTER_FAILURE,
+            );
+        }
         Ok((result, report::sandbox(&plan, &finished, cgroup)))
     }
 

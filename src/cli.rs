@@ -105,11 +105,11 @@ pub enum NetArg {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: Target,
-    /// Wall-clock limit (`90s`, `5m`); then SIGTERM to every process of the sandbox.
-    #[arg(long, value_name = "DURATION")]
+    /// Wall-clock limit (`90s`, `5m`; above 0); then SIGTERM to every process of the sandbox.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, allow_hyphen_values = true)]
     pub timeout: Option<crate::units::Duration>,
     /// After SIGTERM, how long until SIGKILL to everything left (default 5s).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_grace, allow_hyphen_values = true)]
     pub kill_grace: Option<crate::units::Duration>,
     /// Memory cap of the whole sandbox (`512M`, `2G`); swap is 0.
     #[arg(long, value_name = "SIZE")]
@@ -166,8 +166,8 @@ pub struct ValidateArgs {
     /// with a symlink on the way is refused: pass the resolved one.
     #[arg(long, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// Wall-clock limit for each command (default: the profile's).
-    #[arg(long, value_name = "DURATION")]
+    /// Wall-clock limit for each command (default: the profile's; above 0).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, allow_hyphen_values = true)]
     pub timeout: Option<crate::units::Duration>,
 }
 
@@ -177,5 +177,46 @@ fn parse_cpus(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "{s:?} is not a CPU count above 0 (fractions allowed)"
         )),
+    }
+}
+
+/// A duration that is not negative. (`allow_hyphen_values` brings `-5s` here instead of clap
+/// taking it for a flag.)
+fn parse_grace(s: &str) -> Result<crate::units::Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s:?} is negative (expected 0 or more, e.g. 5s, 500ms)"
+        ));
+    }
+    s.parse()
+}
+
+/// A timeout: above 0 (`0` would kill the command before it starts; no timeout is not an
+/// option, the profile's is the default).
+fn parse_timeout(s: &str) -> Result<crate::units::Duration, String> {
+    let why = |what: &str| format!("{s:?} is {what} (expected a timeout above 0, e.g. 90s, 5m)");
+    if s.trim_start().starts_with('-') {
+        return Err(why("negative"));
+    }
+    let d: crate::units::Duration = s.parse()?;
+    if d.0.is_zero() {
+        return Err(why("0"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_above_zero_and_never_negative() {
+        for bad in ["0", "0s", "0ms", "-5s", "-1", " -0.5m", "0.0001s"] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_timeout("90s").unwrap().0.as_secs(), 90);
+        assert_eq!(parse_timeout("1ms").unwrap().0.as_millis(), 1);
+        assert!(parse_grace("-5s").is_err());
+        assert!(parse_grace("0s").unwrap().0.is_zero());
     }
 }

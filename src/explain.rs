@@ -10,7 +10,7 @@ use crate::workspace::Workspace;
 
 /// `repo DIR: WHY`.
 pub fn repo_line(ws: &Workspace) -> String {
-    format!("repo {}: {}", ws.repo.display(), ws.why)
+    format!("repo {}: {}", ws.repo.display(), ws.why())
 }
 
 /// The lines of one planned run: uid, mounts, network, env. `abi`: the kernel's landlock ABI.

@@ -43,21 +43,39 @@ fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> i32 {
             EXIT_SANDBOX_ERROR
         }
         _ => {
-            // clap's message runs until the blank line before "Usage:"; keep it, on one line.
-            let text = e.to_string();
-            let words: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
-                .map(str::trim)
-                .collect();
-            let msg = words.join(" ");
-            let msg = msg.trim_start_matches("error: ");
-            let line = format!("{msg} (see 'sandbox-run --help')");
+            let line = format!("{} (see 'sandbox-run --help')", one_line(&e));
             eprintln!("sandbox-run: {line}");
             app::usage_error_report(args, &line);
             EXIT_SANDBOX_ERROR
         }
     }
+}
+
+/// clap's message on one line: its paragraphs before "Usage:" (the error, then any "tip: a
+/// similar argument exists: ..." paragraph), joined with "; ".
+fn one_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let mut paragraphs: Vec<String> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        let line = line.trim();
+        // each tip is a paragraph of its own
+        if (line.is_empty() || line.starts_with("tip:")) && !current.is_empty() {
+            paragraphs.push(current.join(" "));
+            current.clear();
+        }
+        if !line.is_empty() {
+            current.push(line);
+        }
+    }
+    if !current.is_empty() {
+        paragraphs.push(current.join(" "));
+    }
+    let msg = paragraphs.join("; ");
+    msg.trim_start_matches("error: ").to_string()
 }
 
 fn init_logging(verbose: u8, quiet: bool) {

@@ -224,6 +224,7 @@ pub fn build(
             repo_mode = RepoMode::Ro;
         }
     }
+    let system_ro = expand_globs(&fs.system_ro);
     let toolchains = if fs.toolchains {
         let names: Vec<&str> = profile
             .gate
@@ -242,7 +243,7 @@ pub fn build(
             names: &names,
             path: &path,
             repo: &ws.repo,
-            system: &fs.system_ro,
+            system: &system_ro,
             homes: &toolchain::homes(&given),
             rustup_home: host.var("RUSTUP_HOME").map(Path::new),
         })
@@ -267,7 +268,7 @@ pub fn build(
             repo: &ws.repo,
             repo_mode: fs.repo,
             git: git.as_ref(),
-            system_ro: &fs.system_ro,
+            system_ro: &system_ro,
             extra_ro: &fs.extra_ro,
             extra_rw: &fs.extra_rw,
             toolchains: &toolchains.binds,
@@ -288,12 +289,13 @@ pub fn build(
         home = dir.join("home");
         Some(dir)
     };
+    let ports = port_rules_apply(namespaces, net);
     let tmp = scratch
         .as_ref()
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
     let landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
-        let mut read_exec = existing(&fs.system_ro);
+        let mut read_exec = existing(&system_ro);
         read_exec.extend(toolchains.binds.iter().cloned());
         // With a new root the credentials in these trees are covered by mounts; without one,
         // landlock leaves them out.
@@ -350,12 +352,12 @@ pub fn build(
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
-            tcp_connect: match net {
-                NetMode::None => Some(n.tcp_connect.clone()),
-                NetMode::Host if n.tcp_connect.is_empty() => None,
-                NetMode::Host => Some(n.tcp_connect.clone()),
+            tcp_connect: match (ports, net) {
+                (false, _) => None,
+                (true, NetMode::Host) if n.tcp_connect.is_empty() => None,
+                (true, _) => Some(n.tcp_connect.clone()),
             },
-            tcp_bind: Some(n.tcp_bind.clone()),
+            tcp_bind: ports.then(|| n.tcp_bind.clone()),
             scope: true,
         }
     });
@@ -416,7 +418,7 @@ pub fn build(
         landlock,
         landlock_min_abi: min_abi,
         seccomp: host.seccomp,
-        seccomp_options: plan_seccomp(net, &profile.network),
+        seccomp_options: plan_seccomp(ports, &profile.network),
         rlimits: rlimits::Limits {
             nofile: profile.limits.nofile,
             fsize: profile.limits.fsize.0,
@@ -427,6 +429,62 @@ pub fn build(
         cgroup_join: Vec::new(),
         keep_paths: o.keep_paths.clone(),
     })
+}
+
+/// `system_ro` with each entry whose last component holds a `*` (`/etc/java-*`) replaced by
+/// the host's matching entries, sorted; other entries as they are. Only the last component
+/// is a pattern: the directory listed is a system one the profile names, never the repo.
+pub fn expand_globs(list: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in list {
+        let (Some(parent), Some(pattern)) = (p.parent(), p.file_name().and_then(|n| n.to_str()))
+        else {
+            out.push(p.clone());
+            continue;
+        };
+        if !pattern.contains('*') {
+            out.push(p.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(parent)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| glob_match(pattern, n))
+            })
+            .map(|e| parent.join(e.file_name()))
+            .collect();
+        found.sort();
+        out.extend(found);
+    }
+    out
+}
+
+/// Does `name` match `pattern`, where `*` stands for any run of characters (none included)?
+/// A leading `.` is matched only by a leading `.` in the pattern, as in the shell.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    if name.starts_with('.') && !pattern.starts_with('.') {
+        return false;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return name == pattern;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// The host's git config files whose `core.hooksPath` the next host git would follow: the
@@ -451,15 +509,25 @@ fn git_configs(caller_home: Option<&str>, user_home: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `listen` is refused when the workload shares the host's network and may bind no TCP port:
-/// `listen` on an unbound socket autobinds an ephemeral port without passing landlock's bind
-/// hook, and would accept host connections despite `tcp_bind = []`. Under `--net none` the
-/// sandbox's own loopback-only network is private, so listening there stays allowed. With
+/// Do the port rules apply: landlock's TCP `bind`/`connect` port lists and seccomp's refusal
+/// of `listen`? They guard the host's network, so only where the workload shares it: `--net
+/// host`, or a run without namespaces (best-effort, on a host without user namespaces), which
+/// stays in the host's network namespace whatever the mode says. A sandbox with its own
+/// network namespace (`none`, and every other mode that is not `host`) has only its own
+/// loopback and whatever the sandbox itself routes out of it: bind, listen and connect there
+/// are allowed on any port, ephemeral ones included (test servers on 127.0.0.1:0).
+pub fn port_rules_apply(namespaces: bool, net: NetMode) -> bool {
+    !namespaces || net == NetMode::Host
+}
+
+/// `listen` is refused when the port rules apply ([`port_rules_apply`]) and no TCP port may
+/// be bound: `listen` on an unbound socket autobinds an ephemeral port without passing
+/// landlock's bind hook, and would accept host connections despite `tcp_bind = []`. With
 /// ports listed in `tcp_bind`, the profile means the command to serve on the host: `listen`
 /// stays allowed (an autobound port is then the remaining openness of host mode).
-pub fn plan_seccomp(net: NetMode, network: &crate::profile::Network) -> seccomp::Options {
+pub fn plan_seccomp(ports: bool, network: &crate::profile::Network) -> seccomp::Options {
     seccomp::Options {
-        deny_listen: net == NetMode::Host && network.tcp_bind.is_empty(),
+        deny_listen: ports && network.tcp_bind.is_empty(),
     }
 }
 
@@ -580,13 +648,59 @@ mod tests {
             tcp_connect: Vec::new(),
             tcp_bind,
         };
-        let deny = |mode, n: &Network| plan_seccomp(mode, n).deny_listen;
-        assert!(deny(NetMode::Host, &net(vec![])));
-        assert!(!deny(NetMode::Host, &net(vec![8080])));
-        assert!(!deny(NetMode::None, &net(vec![])));
-        assert!(!deny(NetMode::None, &net(vec![8080])));
+        let deny =
+            |ns: bool, mode, n: &Network| plan_seccomp(port_rules_apply(ns, mode), n).deny_listen;
+        assert!(deny(true, NetMode::Host, &net(vec![])));
+        assert!(!deny(true, NetMode::Host, &net(vec![8080])));
+        assert!(!deny(true, NetMode::None, &net(vec![])));
+        assert!(!deny(true, NetMode::None, &net(vec![8080])));
+        // no namespaces: the host's network whatever the mode says
+        assert!(deny(false, NetMode::None, &net(vec![])));
+        assert!(!deny(false, NetMode::None, &net(vec![8080])));
         // a plan from an older supervisor (no field) deserializes with the default
         let o: seccomp::Options = serde_json::from_str("{}").unwrap();
         assert!(!o.deny_listen);
+    }
+
+    #[test]
+    fn globs_in_the_last_component() {
+        for (pattern, name, want) in [
+            ("java-*", "java-17-openjdk", true),
+            ("java-*", "java-", true),
+            ("java-*", "javax", false),
+            ("java-*-openjdk", "java-21-openjdk", true),
+            ("java-*-openjdk", "java-21-openjdk-x", false),
+            ("*", ".hidden", false),
+            ("*.conf", "a.conf", true),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "axxbyyc", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+            ("plain", "plain", true),
+        ] {
+            assert_eq!(glob_match(pattern, name), want, "{pattern} {name}");
+        }
+        let base = std::env::temp_dir().join(format!("sandbox-run-glob-{}", std::process::id()));
+        for d in ["java-17-openjdk", "java-21-openjdk", "javascript"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        let got = expand_globs(&[base.join("java-*"), PathBuf::from("/usr"), base.join("x-*")]);
+        assert_eq!(
+            got,
+            [
+                base.join("java-17-openjdk"),
+                base.join("java-21-openjdk"),
+                PathBuf::from("/usr")
+            ]
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn port_rules_only_where_the_host_network_is_shared() {
+        assert!(port_rules_apply(true, NetMode::Host));
+        assert!(!port_rules_apply(true, NetMode::None));
+        assert!(port_rules_apply(false, NetMode::Host));
+        assert!(port_rules_apply(false, NetMode::None));
     }
 }

@@ -498,3 +498,85 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
         assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{args:?}: {e}");
     }
 }
+
+/// `--timeout 0` and negative durations are refused before anything runs (one line, 125);
+/// a negative value reaches the parser rather than being taken for a flag.
+#[test]
+fn zero_and_negative_timeouts_are_refused() {
+    let cmd = |flag: &str, value: &str| {
+        run(
+            &[
+                "run",
+                "--profile",
+                "validate",
+                flag,
+                value,
+                "--",
+                "node",
+                "x.js",
+            ],
+            &[],
+        )
+    };
+    for v in ["0", "0s", "0ms"] {
+        assert_one_line_125(&cmd("--timeout", v), "is 0 (expected a timeout above 0");
+    }
+    for v in ["-5s", "-1", "-0.5m"] {
+        assert_one_line_125(&cmd("--timeout", v), "is negative");
+        assert_one_line_125(&cmd("--kill-grace", v), "is negative");
+    }
+    let o = run(
+        &[
+            "validate",
+            "--profile",
+            "validate",
+            "--gene",
+            "g.json",
+            "--timeout",
+            "0",
+        ],
+        &[],
+    );
+    assert_one_line_125(&o, "is 0 (expected a timeout above 0");
+    let o = run(
+        &[
+            "validate",
+            "--profile",
+            "validate",
+            "--gene",
+            "g.json",
+            "--timeout",
+            "-3s",
+        ],
+        &[],
+    );
+    assert_one_line_125(&o, "is negative");
+}
+
+/// clap's "did you mean" tips survive the one-line error format.
+#[test]
+fn did_you_mean_tips_survive_the_one_line_format() {
+    assert_one_line_125(
+        &run(&["--profil", "validate", "--", "node", "x.js"], &[]),
+        "tip: a similar argument exists: '--profile'",
+    );
+    assert_one_line_125(
+        &run(&["valdate", "--profile", "validate"], &[]),
+        "tip: a similar subcommand exists: 'validate'",
+    );
+    assert_one_line_125(
+        &run(
+            &[
+                "--profile",
+                "validate",
+                "--net",
+                "nnone",
+                "--",
+                "node",
+                "x.js",
+            ],
+            &[],
+        ),
+        "tip: a similar value exists: 'none'",
+    );
+}

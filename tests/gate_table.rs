@@ -117,6 +117,16 @@ fn build_fixture() -> Fixture {
     mkdir(&root.join("links"), 0o755);
     symlink(ww.join("link"), root.join("links/node")).expect("links/node symlink");
     mkdir(&root.join("outside"), 0o755);
+    // A virtualenv in the repo: links leading out of it, a script, and links the gate refuses
+    // (into a world-writable directory, through a link in one, to a file that is not a program).
+    let venv = repo.join(".venv/bin");
+    mkdir(&venv, 0o755);
+    symlink(sys.join("python3"), venv.join("python3")).expect("venv python3");
+    symlink("python3", venv.join("python")).expect("venv python");
+    write_exec(&venv.join("pytest"), 0o755);
+    symlink(ww.join("node"), venv.join("evil")).expect("venv evil");
+    symlink(ww.join("link"), venv.join("wwlink")).expect("venv wwlink");
+    symlink("/etc/passwd", venv.join("passwd")).expect("venv passwd");
 
     Fixture {
         root,
@@ -192,6 +202,13 @@ fn ci_rules() -> Rules {
 fn exempt_rules(fx: &Fixture) -> Rules {
     let mut rules = validate_rules();
     rules.paths = vec![fx.ww.join("node")];
+    rules
+}
+
+/// validate + the repo's virtualenv python, named in `paths` as it is written.
+fn named_rules(fx: &Fixture) -> Rules {
+    let mut rules = validate_rules();
+    rules.paths = vec![fx.repo.join(".venv/bin/python")];
     rules
 }
 
@@ -656,6 +673,13 @@ const CI: &[Case] = &[
     (C("env node t.js"), OK, "allowed"),
     (C("env bash"), DENY, "wrapped-not-allowed"),
     (C("npm test"), OK, "allowed"),
+    // a virtualenv: links in the repo leading out are the repo's own programs
+    (C(".venv/bin/python -m pytest"), OK, "allowed"),
+    (C("{repo}/.venv/bin/python3 -m pytest -q"), OK, "allowed"),
+    (C(".venv/bin/pytest -q"), OK, "allowed"),
+    (C(".venv/bin/evil t.js"), DENY, "program-world-writable"),
+    (C(".venv/bin/wwlink t.js"), DENY, "program-world-writable"),
+    (C(".venv/bin/passwd"), DENY, "not-allowed"),
 ];
 
 /// A profile that allows inline code (benchmarks).
@@ -681,6 +705,8 @@ enum RuleSet {
     Validate,
     Exempt,
     Env,
+    /// validate + `paths` naming the repo's `.venv/bin/python` (a link leading out).
+    Named,
 }
 
 const LOCATIONS: &[LocationGroup] = &[
@@ -791,6 +817,34 @@ const LOCATIONS: &[LocationGroup] = &[
         cases: &[
             (C("node t.js"), DENY, "program-in-repo"),
             (C("./tools/node t.js"), DENY, "program-in-repo"),
+        ],
+    },
+    LocationGroup {
+        name: "validate does not run a virtualenv's python",
+        path: "{sys}",
+        cwd: "{repo}",
+        rules: RuleSet::Validate,
+        cases: &[
+            (C(".venv/bin/python -m pytest"), DENY, "not-allowed"),
+            (C(".venv/bin/pytest"), DENY, "program-in-repo"),
+        ],
+    },
+    LocationGroup {
+        name: "paths names a link in the repo: allowed as named",
+        path: "{sys}",
+        cwd: "{repo}",
+        rules: RuleSet::Named,
+        cases: &[
+            (C(".venv/bin/python -m pytest"), OK, "allowed"),
+            (C("{repo}/.venv/bin/python -m pytest"), OK, "allowed"),
+            (
+                C("{repo}/.venv/../.venv/bin/python -m pytest"),
+                OK,
+                "allowed",
+            ),
+            // not named: the same target through another link in the repo
+            (C(".venv/bin/python3 -m pytest"), DENY, "program-in-repo"),
+            (C(".venv/bin/evil t.js"), DENY, "not-allowed"),
         ],
     },
     LocationGroup {
@@ -963,6 +1017,7 @@ fn gate_table() {
             RuleSet::Validate => validate_rules(),
             RuleSet::Exempt => exempt_rules(fx),
             RuleSet::Env => env_rules(),
+            RuleSet::Named => named_rules(fx),
         };
         let cwd = PathBuf::from(fx.expand(group.cwd));
         count += run_group(

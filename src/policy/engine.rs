@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::deny::Deny;
-use super::resolve::{absolute, resolve_lenient, search_path, Locator};
+use super::resolve::{absolute, link_path, resolve_lenient, search_path, Locator};
 use super::text::{is_env_assignment, quote, quote_path};
 use super::{node, npm, wrappers, Rules};
 
@@ -240,8 +240,18 @@ impl<'a> Engine<'a> {
                 ))
             }
         };
-        if self.locator.is_exempt(&canonical) {
+        if self.locator.is_exempt(&canonical) || self.locator.is_named(&lexical) {
             return self.locator.check_found(&lexical, word);
+        }
+        // A link in the repo leading out of it (a virtualenv's `bin/python`): with
+        // `repo_scripts`, the repo's own program, as a script whose `#!` names the target.
+        let link = link_path(&lexical);
+        if self.rules.repo_scripts
+            && self.locator.in_repo(&link)
+            && !self.locator.in_repo(&canonical)
+        {
+            self.locator.check_repo_link(&link, &canonical, word)?;
+            return Ok(canonical);
         }
         if self.locator.in_repo(&canonical) {
             if self.rules.repo_scripts {

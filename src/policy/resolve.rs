@@ -22,6 +22,21 @@ const MAX_SYMLINKS: usize = 40;
 pub(crate) struct Locator {
     repo: PathBuf,
     exempt: Vec<PathBuf>,
+    /// The `paths` entries as named: canonical parent directory plus the entry's own name, the
+    /// last link not followed (`/repo/.venv/bin/python`, not the `/usr/bin/python3.11` it leads
+    /// to). A word that names one of these is allowed wherever it lies and wherever it leads.
+    named: Vec<PathBuf>,
+}
+
+/// `p` with its parent directory canonicalized and its last component kept as it is (a link
+/// there is not followed); `p` itself when it has no name or its parent cannot be resolved.
+pub(crate) fn link_path(p: &Path) -> PathBuf {
+    match (p.parent(), p.file_name()) {
+        (Some(parent), Some(name)) => fs::canonicalize(parent)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| p.to_path_buf()),
+        _ => p.to_path_buf(),
+    }
 }
 
 /// A regular file with at least one execute bit: what `execve` could run.
@@ -68,7 +83,15 @@ impl Locator {
         Locator {
             repo: canon(repo),
             exempt: exempt.iter().map(|p| canon(p)).collect(),
+            named: exempt.iter().map(|p| link_path(p)).collect(),
         }
+    }
+
+    /// Does `found` (absolute) name one of the profile's `paths` entries as written, up to
+    /// its last component ([`link_path`])?
+    pub fn is_named(&self, found: &Path) -> bool {
+        let l = link_path(found);
+        self.named.contains(&l)
     }
 
     /// Is the canonical path inside (or equal to) the canonical repo root?
@@ -88,6 +111,10 @@ impl Locator {
     ///
     /// An exempt program (`rules.paths`) may itself live in such a place, but the way to it
     /// is still checked: a symlink in the repo pointing at it is still chosen by the repo.
+    ///
+    /// A `found` that names a `paths` entry as written ([`Locator::is_named`]) is allowed
+    /// wherever it lies and wherever its links lead, as the profile says: only an executable
+    /// file must be at the end.
     pub fn check_found(&self, found: &Path, word: &str) -> Result<PathBuf, Deny> {
         let canonical = fs::canonicalize(found).map_err(|e| {
             Deny::not_found(
@@ -95,6 +122,9 @@ impl Locator {
                 format!("{} cannot be resolved ({e})", quote_path(found)),
             )
         })?;
+        if self.is_named(found) && is_executable_file(&canonical) {
+            return Ok(canonical);
+        }
         let exempt = self.is_exempt(&canonical);
         let mut dirs = self.directories_on_the_way(found, word)?;
         if exempt {
@@ -193,6 +223,54 @@ impl Locator {
         let mut below_root = canonical.ancestors().take_while(|d| self.in_repo(d));
         match below_root.find(|d| is_world_writable(d)) {
             Some(dir) => Err(world_writable_deny(word, dir, "the path")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Locator {
+    /// Checks a link inside the repo that leads out of it (`.venv/bin/python` ->
+    /// `/usr/bin/python3.11`), for a profile that runs the repo's own programs (`ci`): the
+    /// repo chose that program as surely as a script's `#!` line would, so the program at the
+    /// end must be an executable regular file that no local user can swap: neither it nor a
+    /// directory on the way outside the repo is world-writable, and no directory between the
+    /// link and the repo root is (as for a repo script). `link` is [`link_path`] of the word.
+    pub fn check_repo_link(&self, link: &Path, canonical: &Path, word: &str) -> Result<(), Deny> {
+        if !is_executable_file(canonical) {
+            return Err(Deny::denied(
+                "not-allowed",
+                Some(word),
+                format!(
+                    "{} is a link in the repository to {}, which is not an executable regular \
+                     file",
+                    quote(word),
+                    quote_path(canonical)
+                ),
+            ));
+        }
+        let mut below_root = link
+            .parent()
+            .into_iter()
+            .flat_map(Path::ancestors)
+            .take_while(|d| self.in_repo(d));
+        if let Some(dir) = below_root.find(|d| is_world_writable(d)) {
+            return Err(world_writable_deny(word, dir, "the path"));
+        }
+        if is_world_writable(canonical) {
+            return Err(world_writable_deny(word, canonical, "the file"));
+        }
+        // From the link's target on: the directories above the repo root were chosen by the
+        // trusted caller (as for a repo script); where the link leads was not.
+        let Ok(target) = fs::read_link(link) else {
+            return Ok(());
+        };
+        let first = absolute(link.parent().unwrap_or(Path::new("/")), &target);
+        let dirs = self.directories_on_the_way(&first, word)?;
+        match dirs
+            .iter()
+            .find(|d| !self.in_repo(d) && is_world_writable(d))
+        {
+            Some(dir) => Err(world_writable_deny(word, dir, "the directory")),
             None => Ok(()),
         }
     }

@@ -400,6 +400,8 @@ pub struct Spec {
     /// `none` or `host`; `None` keeps the parent's.
     pub net: Option<String>,
     pub tcp_connect: Option<Vec<u16>>,
+    /// `None` keeps the parent's `tcp_bind`.
+    pub tcp_bind: Option<Vec<u16>>,
     /// `None` keeps the parent's program list.
     pub programs: Option<Vec<String>>,
     /// Exact program paths allowed besides the probe.
@@ -424,6 +426,7 @@ impl Default for Spec {
             repo: None,
             net: None,
             tcp_connect: None,
+            tcp_bind: None,
             programs: None,
             paths: Vec::new(),
             extra_ro: Vec::new(),
@@ -453,6 +456,10 @@ impl Spec {
     }
     pub fn tcp_connect(mut self, ports: &[u16]) -> Spec {
         self.tcp_connect = Some(ports.to_vec());
+        self
+    }
+    pub fn tcp_bind(mut self, ports: &[u16]) -> Spec {
+        self.tcp_bind = Some(ports.to_vec());
         self
     }
     pub fn programs(mut self, names: &[&str]) -> Spec {
@@ -532,11 +539,16 @@ impl Spec {
         if let Some(m) = &self.net {
             net.insert("mode".into(), s(m));
         }
-        if let Some(ports) = &self.tcp_connect {
-            net.insert(
-                "tcp_connect".into(),
-                Value::Array(ports.iter().map(|p| Value::Integer(*p as i64)).collect()),
-            );
+        for (key, list) in [
+            ("tcp_connect", &self.tcp_connect),
+            ("tcp_bind", &self.tcp_bind),
+        ] {
+            if let Some(ports) = list {
+                net.insert(
+                    key.into(),
+                    Value::Array(ports.iter().map(|p| Value::Integer(*p as i64)).collect()),
+                );
+            }
         }
         if !net.is_empty() {
             top.insert("network".into(), Value::Table(net));
