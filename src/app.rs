@@ -199,6 +199,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             env: args.env.clone(),
             keep_env: args.keep_env.clone(),
             keep_paths: rep.keep_paths(&ws),
+            carry: None,
         },
         options: crate::supervisor::Options {
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
@@ -547,6 +548,9 @@ impl Runner<'_> {
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
         let _placeholder = plan.git_placeholder.clone().map(Placeholder);
+        if let Some(dir) = &self.overrides.carry {
+            crate::plan::own_carry(dir, plan.ids).map_err(Fail::usage)?;
+        }
         if plan.repo_mode != crate::profile::RepoMode::Ro {
             crate::workspace::warn_foreign_owner(
                 &self.ws.repo,
@@ -737,6 +741,16 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         rep.write(denied, None)?;
         return Ok(code);
     }
+    // One workspace for the whole gene: with a copy-on-write repo, what a command writes (a
+    // build's output) is carried to the next command's sandbox, and thrown away at the end.
+    let carry = if profile.filesystem.repo == crate::profile::RepoMode::Overlay
+        && gene.validation.len() > 1
+    {
+        Some(crate::plan::make_carry().map_err(Fail::usage)?)
+    } else {
+        None
+    };
+    let _carry = carry.clone().map(Scratch);
     let runner = Runner {
         timings: false,
         verbose,
@@ -744,6 +758,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         ws: &ws,
         overrides: crate::plan::Overrides {
             keep_paths: rep.keep_paths(&ws),
+            carry,
             ..Default::default()
         },
         options: crate::supervisor::Options {
@@ -777,8 +792,36 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
             break;
         }
     }
+    // Stopped early: the rest did not run, and the report says so.
+    let ran = results.len();
+    if ran < gene.validation.len() {
+        let last = &results[ran - 1];
+        eprintln!(
+            "sandbox-run: gene {}: command {ran} of {} failed ({:?}: {}); {} not run",
+            gene.id,
+            gene.validation.len(),
+            last.cmd,
+            outcome_words(last),
+            gene.validation.len() - ran
+        );
+        for (cmd, v) in gene.validation.iter().zip(&verdicts).skip(ran) {
+            results.push(report::skipped(cmd, &v.argv));
+        }
+    }
     rep.write(results, sandbox)?;
     Ok(code)
+}
+
+/// How a command ended, in a few words: `exit 2`, `timeout`, `signal 9`...
+fn outcome_words(r: &report::CommandResult) -> String {
+    match (r.status, r.signal) {
+        (report::Status::Failed, _) => format!("exit {}", r.exit_code),
+        (report::Status::Signaled, Some(sig)) => format!("signal {sig}"),
+        (s, _) => serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v.as_str().map(|x| x.replace('_', " ")))
+            .unwrap_or_default(),
+    }
 }
 
 /// The command as the user wrote it: the `--command` string, or the argv joined by spaces.

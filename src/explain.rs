@@ -54,6 +54,7 @@ fn mount_line(op: &Op) -> String {
             dst,
             size,
             kept: false,
+            ..
         } => format!(
             "bind {} -> {} copy-on-write (writes vanish; at most {})",
             lower.display(),
@@ -65,6 +66,7 @@ fn mount_line(op: &Op) -> String {
             dst,
             size,
             kept: true,
+            ..
         } => format!(
             "bind {} -> {} rw through a copy-on-write layer (at most {} added; copied back at the end)",
             lower.display(),

@@ -512,6 +512,28 @@ impl Tree {
         check(unsafe { libc::fchmod(sub.raw_fd(), mode) })
     }
 
+    /// Put an overlayfs whiteout (a character device 0:0, which needs no privilege since Linux
+    /// 5.8) at `name`, where nothing is.
+    pub fn put_whiteout(&self, name: &std::ffi::OsStr) -> io::Result<()> {
+        let c = entry_name(name)?;
+        // SAFETY: mknodat on our dir fd with a plain NUL-terminated name.
+        check(unsafe { libc::mknodat(self.raw_fd(), c.as_ptr(), libc::S_IFCHR | 0o600, 0) })
+    }
+
+    /// Set the extended attribute `attr` of this directory.
+    pub fn set_xattr(&self, attr: &std::ffi::CStr, value: &[u8]) -> io::Result<()> {
+        // SAFETY: fsetxattr on our fd from a slice of the given length.
+        check(unsafe {
+            libc::fsetxattr(
+                self.raw_fd(),
+                attr.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        })
+    }
+
     /// A name no entry has, for a file about to be renamed over another.
     fn temp_name() -> CString {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

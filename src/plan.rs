@@ -80,6 +80,9 @@ pub struct Overrides {
     pub keep_env: Vec<String>,
     /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
     pub keep_paths: Vec<PathBuf>,
+    /// A gene's carried layer: the copy-on-write repo's changes, saved here after each command
+    /// and put back before the next ([`crate::layers::overlay::Carry`]).
+    pub carry: Option<PathBuf>,
 }
 
 /// Facts about the host the plan depends on; probed once, replaceable in tests.
@@ -277,6 +280,7 @@ pub fn build(
             home: &home,
             tmp_size: fs.tmp_size.0,
             disk: disk_cap(profile, repo_mode, host, &mut degraded),
+            carry: o.carry.as_deref(),
             dev_pts: fs.dev_pts,
         })?
     };
@@ -556,6 +560,24 @@ fn make_scratch(ids: Ids) -> Result<PathBuf, String> {
             Err(format!("scratch dir {}: {e}", dir.display()))
         }
     }
+}
+
+/// A private directory for a gene's carried layer ([`Overrides::carry`]), owned by the caller,
+/// mode 0700; [`remove_scratch`] removes it. Made before the sandbox's uid is known:
+/// [`own_carry`] hands it over.
+pub fn make_carry() -> Result<PathBuf, String> {
+    let template = std::env::temp_dir().join("sandbox-run-gene-XXXXXX");
+    nix::unistd::mkdtemp(&template)
+        .map_err(|e| format!("gene layer dir {}: {}", template.display(), e.desc()))
+}
+
+/// Give the carried layer's directory to the sandbox's uid (root running a user's repo).
+pub fn own_carry(dir: &Path, ids: Ids) -> Result<(), String> {
+    if nix::unistd::geteuid().as_raw() != ids.uid {
+        std::os::unix::fs::lchown(dir, Some(ids.uid), Some(ids.gid))
+            .map_err(|e| format!("gene layer dir {}: {e}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// Remove a run's scratch dir and everything the command left in it, even directories it made

@@ -39,6 +39,8 @@ pub enum Status {
     Denied,
     NotFound,
     SandboxError,
+    /// A gene's command that did not run: an earlier one failed.
+    Skipped,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -254,6 +256,16 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         repo_changes: None,
         out: None,
         err: None,
+    }
+}
+
+/// A gene's command that did not run because an earlier one failed.
+pub fn skipped(cmd: &str, argv: &[String]) -> CommandResult {
+    CommandResult {
+        status: Status::Skipped,
+        exit_code: 0,
+        error: None,
+        ..sandbox_failed(cmd, argv, "")
     }
 }
 

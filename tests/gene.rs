@@ -132,14 +132,117 @@ fn fail_fast_stops_after_the_failing_command() {
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(r["ok"], false);
     let results = r["results"].as_array().unwrap();
-    assert_eq!(results.len(), 2, "{r}");
+    assert_eq!(results.len(), 3, "{r}");
     assert_eq!(results[1]["status"], "failed");
     assert_eq!(results[1]["exit_code"], 3);
     assert_eq!(results[1]["err"], "boom\n");
+    // the command that did not run is listed as such, and one line says where it stopped
+    assert_eq!(results[2]["status"], "skipped", "{r}");
+    assert_eq!(results[2]["cmd"], "node scripts/mark.js after.txt");
+    assert_eq!(results[2]["ok"], false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "sandbox-run: gene gene_test: command 2 of 3 failed (\"node scripts/fail.js\": exit 3); 1 not run"
+        ),
+        "{err}"
+    );
     assert!(
         !base.join("repo/after.txt").exists(),
         "the third command ran"
     );
+}
+
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = r
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (major, minor)
+}
+
+/// A project whose tests run against its build output (`dist/`, committed, as many packages
+/// do), with the `validate` profile's copy-on-write repo.
+fn build_project(name: &str, add: &str) -> PathBuf {
+    let base = support::scratch(&format!("gene-{name}"));
+    let repo = base.join("repo");
+    std::fs::create_dir_all(repo.join("scripts")).unwrap();
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join("dist/old")).unwrap();
+    let good = "exports.add = (a, b) => a + b;\n";
+    std::fs::write(repo.join("dist/index.js"), good).unwrap();
+    std::fs::write(repo.join("dist/old/stale.js"), "stale\n").unwrap();
+    std::fs::write(repo.join("src/index.js"), add).unwrap();
+    std::fs::write(repo.join("obsolete.txt"), "x\n").unwrap();
+    // the build replaces dist/ whole (a directory removed and made anew: overlayfs marks it
+    // opaque in a user xattr, which tmpfs takes since Linux 6.6; before, file by file)
+    let clean = if kernel_at_least(6, 6) {
+        "fs.rmSync('dist', { recursive: true, force: true });\nfs.mkdirSync('dist');\n"
+    } else {
+        "fs.rmSync('dist/old', { recursive: true, force: true });\n"
+    };
+    std::fs::write(
+        repo.join("scripts/build.js"),
+        format!(
+            "const fs = require('fs');\n{clean}\
+             fs.copyFileSync('src/index.js', 'dist/index.js');\n\
+             fs.rmSync('obsolete.txt');\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("scripts/test.js"),
+        "const fs = require('fs');\n\
+         if (fs.existsSync('dist/old') || fs.existsSync('obsolete.txt')) { console.error('stale tree'); process.exit(2); }\n\
+         const { add } = require('../dist/index.js');\n\
+         if (add(2, 2) !== 4) { console.error('add(2, 2) = ' + add(2, 2)); process.exit(1); }\n\
+         console.log('ok');\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("profile.toml"),
+        "extends = \"validate\"\n[layers]\ncgroup = \"best-effort\"\n",
+    )
+    .unwrap();
+    base
+}
+
+/// The false green of issue 11: a gene `build, test` on a broken change reported ok, because
+/// each command got a fresh copy-on-write repo and the tests ran against the stale build.
+/// Now the gene's commands share one layer: the test sees the new build (and what the build
+/// removed is gone), so the broken change fails and the intact one passes. The repo itself
+/// is untouched either way.
+#[test]
+fn a_genes_commands_share_one_copy_on_write_workspace() {
+    if !support::sandbox_works() {
+        return;
+    }
+    if !have_node() {
+        eprintln!("skip: node/npm not installed");
+        return;
+    }
+    for (name, add, want) in [
+        ("broken", "exports.add = (a, b) => a - b;\n", Some(1)),
+        ("intact", "exports.add = (a, b) => a + b;\n", Some(0)),
+    ] {
+        let base = build_project(name, add);
+        let gene = write_gene(&base, &["node scripts/build.js", "node scripts/test.js"]);
+        let (o, r) = validate(&base, &gene);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), want, "{name}: {err}\n{r:#}");
+        assert_eq!(r["ok"], want == Some(0), "{name}: {r:#}");
+        if name == "broken" {
+            assert_eq!(r["results"][1]["err"], "add(2, 2) = 0\n", "{r:#}");
+        }
+        // nothing reached the repo
+        let repo = base.join("repo");
+        assert!(repo.join("dist/old/stale.js").exists(), "{name}");
+        assert!(repo.join("obsolete.txt").exists(), "{name}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join("dist/index.js")).unwrap(),
+            "exports.add = (a, b) => a + b;\n"
+        );
+    }
 }
 
 #[test]

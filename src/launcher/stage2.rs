@@ -117,18 +117,28 @@ fn run() -> Result<i32, StepError> {
     // (on the scratch root pid 1 pivots onto, made here so that it outlives pid 1).
     let real_repo = overlay::Real::open(&plan.mounts, &plan.keep_paths)
         .map_err(|e| StepError::new(Step::CopyBack, e))?;
+    let carry =
+        overlay::Carry::open(&plan.mounts).map_err(|e| StepError::new(Step::CopyBack, e))?;
     let disk = if plan.namespaces {
         mounts::scratch(overlay::Real::disk_size(&plan.mounts))?.map(Tree::from_fd)
     } else {
         None
     };
+    // A gene's later command: what the earlier ones wrote, back in the layer.
+    if let (Some(carry), Some(disk)) = (&carry, &disk) {
+        carry
+            .put_back(disk)
+            .map_err(|e| StepError::new(Step::CopyBack, e))?;
+    }
     // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
     match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
         nix::unistd::ForkResult::Child => {
             // The workload must never hold a writable fd of a real git dir or repo.
             let repo_fds = real_repo.iter().map(|r| r.tree.raw_fd());
             let disk_fds = disk.iter().map(Tree::raw_fd);
-            for fd in real.raw_fds().into_iter().chain(repo_fds).chain(disk_fds) {
+            let carry_fds = carry.iter().map(|c| c.staging.raw_fd());
+            let fds = real.raw_fds().into_iter().chain(repo_fds).chain(disk_fds);
+            for fd in fds.chain(carry_fds) {
                 // SAFETY: closing fds this process inherited and never uses.
                 unsafe { libc::close(fd) };
             }
@@ -154,6 +164,12 @@ fn run() -> Result<i32, StepError> {
             }
             if let (0, Some(disk), Some(real_repo)) = (code, &disk, &real_repo) {
                 return Ok(copy_back(disk, real_repo));
+            }
+            if let (0, Some(disk), Some(carry)) = (code, &disk, &carry) {
+                if let Err(e) = carry.save(disk) {
+                    channel::send(Record::Failed(StepError::new(Step::CopyBack, e)));
+                    return Ok(125);
+                }
             }
             Ok(code)
         }

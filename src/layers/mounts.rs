@@ -35,13 +35,16 @@ pub enum Op {
     Tmpfs { dst: PathBuf, size: u64, mode: u32 },
     /// Copy-on-write view of `lower`: writes land on a tmpfs of `size` bytes and vanish with
     /// the sandbox; or, when `kept`, on the run's disk layer ([`scratch`]), which stage 2
-    /// copies back to `lower` after the run ([`crate::layers::overlay`]).
+    /// copies back to `lower` after the run ([`crate::layers::overlay`]); or, with `carry`
+    /// (a gene's later commands), on the disk layer filled from and saved to that directory.
     Overlay {
         lower: PathBuf,
         dst: PathBuf,
         size: u64,
         #[serde(default)]
         kept: bool,
+        #[serde(default)]
+        carry: Option<PathBuf>,
     },
     /// A fresh procfs for the new pid namespace.
     Proc { dst: PathBuf },
@@ -106,6 +109,8 @@ pub struct Input<'a> {
     /// `[limits] disk`: the read-write repo becomes a kept overlay of this size; the
     /// copy-on-write repo's layer takes this size too.
     pub disk: Option<u64>,
+    /// A gene's carried layer for the copy-on-write repo ([`Op::Overlay`]'s `carry`).
+    pub carry: Option<&'a Path>,
     pub dev_pts: bool,
 }
 
@@ -179,6 +184,11 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 dst: repo.clone(),
                 size: i.disk.unwrap_or(i.tmp_size),
                 kept,
+                carry: if kept {
+                    None
+                } else {
+                    i.carry.map(Path::to_path_buf)
+                },
             });
         }
         None => ops.push(bind(&repo, ro, false)),
@@ -381,10 +391,11 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             dst,
             size,
             kept,
+            carry,
         } => {
-            // upper and work on their own sized tmpfs, outside the new tree (kept: the
-            // run's disk layer, made by `scratch`)
-            let scratch = if *kept {
+            // upper and work on their own sized tmpfs, outside the new tree (kept or carried:
+            // the run's disk layer, made by `scratch`)
+            let scratch = if *kept || carry.is_some() {
                 PathBuf::from(DISK)
             } else {
                 let scratch = Path::new("/ovl").join(n.to_string());
@@ -714,6 +725,7 @@ mod tests {
             home: Path::new("/home/u"),
             tmp_size: 1 << 20,
             disk: None,
+            carry: None,
             dev_pts: false,
         }
     }

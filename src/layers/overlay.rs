@@ -78,11 +78,16 @@ impl Real {
         }))
     }
 
-    /// The size of the disk layer, from the plan.
+    /// The size of the disk layer (for a kept or carried overlay), from the plan.
     pub fn disk_size(ops: &[Op]) -> Option<u64> {
         ops.iter().find_map(|op| match op {
             Op::Overlay {
                 size, kept: true, ..
+            }
+            | Op::Overlay {
+                size,
+                carry: Some(_),
+                ..
             } => Some(*size),
             _ => None,
         })
@@ -340,6 +345,84 @@ fn entry(
         libc::S_IFIFO => s.refuse(at, "a FIFO"),
         libc::S_IFSOCK => s.refuse(at, "a socket"),
         _ => s.refuse(at, "a device node"),
+    }
+    Ok(())
+}
+
+/// A gene's layer, carried from one command's sandbox to the next: the copy-on-write repo's
+/// upper layer is saved to a private host directory (`staging`, made by the supervisor for the
+/// gene, removed after it) when a command ends and put back into the next command's fresh disk
+/// layer before its overlay is mounted. Later commands see what earlier ones wrote (a build's
+/// output); the repo itself is never written, and the disk cap holds for the gene as a whole.
+pub struct Carry {
+    pub staging: Tree,
+}
+
+impl Carry {
+    /// The staging directory of the plan's carried overlay, if it has one.
+    pub fn open(ops: &[Op]) -> Result<Option<Carry>, i32> {
+        let Some(dir) = ops.iter().find_map(|op| match op {
+            Op::Overlay {
+                carry: Some(dir), ..
+            } => Some(dir),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let staging = Tree::open(dir).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        Ok(Some(Carry { staging }))
+    }
+
+    /// Before the overlay is mounted: the saved layer into the disk layer's `upper`.
+    pub fn put_back(&self, disk: &Tree) -> Result<(), i32> {
+        let upper = disk.child(OsStr::new("upper")).map_err(errno)?;
+        copy_layer(&self.staging, &upper, 0).map_err(errno)
+    }
+
+    /// After the command: the disk layer's `upper`, as it is, replaces the saved layer.
+    pub fn save(&self, disk: &Tree) -> Result<(), i32> {
+        let upper = disk.child(OsStr::new("upper")).map_err(errno)?;
+        for name in self.staging.names().map_err(errno)? {
+            self.staging.remove(&name).map_err(errno)?;
+        }
+        copy_layer(&upper, &self.staging, 0).map_err(errno)
+    }
+}
+
+fn errno(e: std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Copy an overlayfs upper layer as it is: directories (with their opaque marks), files
+/// (set-ID bits dropped), links, whiteouts; FIFOs, sockets and devices are left out.
+fn copy_layer(from: &Tree, to: &Tree, depth: usize) -> std::io::Result<()> {
+    if depth >= MAX_DEPTH {
+        return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    for name in from.names()? {
+        let Some(st) = from.stat(&name)? else {
+            continue;
+        };
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => {
+                to.make_dir(&name, st.st_mode & 0o1777)?;
+                let (sub_from, sub_to) = (from.child(&name)?, to.child(&name)?);
+                for a in OPAQUE {
+                    if sub_from.xattr(a).as_deref() == Some(b"y") {
+                        // Only where the filesystem takes user xattrs (tmpfs: Linux 6.6).
+                        let _ = sub_to.set_xattr(a, b"y");
+                    }
+                }
+                copy_layer(&sub_from, &sub_to, depth + 1)?;
+            }
+            libc::S_IFREG => {
+                let mut data = from.open_file(&name)?;
+                to.put_file(&name, &mut data, st.st_mode & 0o1777, &st)?;
+            }
+            libc::S_IFLNK => to.put_link(&name, &from.read_link(&name)?)?,
+            _ if is_whiteout(&st) => to.put_whiteout(&name)?,
+            _ => {}
+        }
     }
     Ok(())
 }
