@@ -120,7 +120,7 @@ fn run() -> Result<i32, StepError> {
     let carry =
         overlay::Carry::open(&plan.mounts).map_err(|e| StepError::new(Step::CopyBack, e))?;
     let disk = if plan.namespaces {
-        mounts::scratch(overlay::Real::disk_size(&plan.mounts))?.map(Tree::from_fd)
+        mounts::scratch(overlay::disk_size(&plan.mounts))?.map(Tree::from_fd)
     } else {
         None
     };

@@ -25,6 +25,9 @@
 //! Child halves: stage 2 makes the disk layer ([`crate::layers::mounts::scratch`]) and opens
 //! the real repo ([`Real::open`]) before forking pid 1, which mounts the overlay; after pid 1
 //! has ended normally, stage 2 calls [`copy_back`] and sends the [`Summary`] to the supervisor.
+//!
+//! The same disk layer carries a gene's copy-on-write workspace from one command's sandbox to
+//! the next ([`Carry`]).
 
 use crate::hostfs::Tree;
 use crate::layers::mounts::Op;
@@ -70,28 +73,28 @@ impl Real {
             })
             .flat_map(|d| crate::layers::git::RW_DIRS.iter().map(move |w| d.join(w)))
             .collect();
-        let tree = Tree::open(repo).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let tree = Tree::open(repo).map_err(errno)?;
         Ok(Some(Real {
             tree,
             git,
             keep: keep.to_vec(),
         }))
     }
+}
 
-    /// The size of the disk layer (for a kept or carried overlay), from the plan.
-    pub fn disk_size(ops: &[Op]) -> Option<u64> {
-        ops.iter().find_map(|op| match op {
-            Op::Overlay {
-                size, kept: true, ..
-            }
-            | Op::Overlay {
-                size,
-                carry: Some(_),
-                ..
-            } => Some(*size),
-            _ => None,
-        })
-    }
+/// The size of the disk layer (for a kept or carried overlay), from the plan.
+pub fn disk_size(ops: &[Op]) -> Option<u64> {
+    ops.iter().find_map(|op| match op {
+        Op::Overlay {
+            size, kept: true, ..
+        }
+        | Op::Overlay {
+            size,
+            carry: Some(_),
+            ..
+        } => Some(*size),
+        _ => None,
+    })
 }
 
 /// What the copy-back did.
@@ -369,7 +372,7 @@ impl Carry {
         }) else {
             return Ok(None);
         };
-        let staging = Tree::open(dir).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let staging = Tree::open(dir).map_err(errno)?;
         Ok(Some(Carry { staging }))
     }
 
