@@ -111,6 +111,15 @@ pub struct Sandbox {
     pub uid: u32,
     pub env_removed: Vec<String>,
     pub degraded: Vec<String>,
+    pub network: Network,
+}
+
+/// `sandbox.network`: the mode, the proxy's allow-list and its connection log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Network {
+    pub mode: crate::profile::NetMode,
+    pub allow: Vec<String>,
+    pub connections: Vec<crate::net::proxy::Connection>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -306,7 +315,7 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
     let mut namespaces = Vec::new();
     if plan.namespaces {
         namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
-        if plan.net == crate::profile::NetMode::None {
+        if plan.net != crate::profile::NetMode::Host {
             namespaces.push("net");
         }
         namespaces.push("cgroup");
@@ -343,6 +352,11 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),
         degraded: plan.degraded.clone(),
+        network: Network {
+            mode: plan.net,
+            allow: plan.network_allow.clone(),
+            connections: f.connections.clone(),
+        },
     }
 }
 

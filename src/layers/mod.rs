@@ -57,6 +57,7 @@ pub enum Step {
     GitView,
     GitCopyBack,
     UserLimits,
+    ProxySocket,
 }
 
 impl Step {
@@ -98,6 +99,7 @@ impl Step {
         Step::GitView,
         Step::GitCopyBack,
         Step::UserLimits,
+        Step::ProxySocket,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,6 +141,7 @@ impl Step {
             Step::GitView => "mounts: git dir view",
             Step::GitCopyBack => "git: copy back HEAD, index and friends",
             Step::UserLimits => "namespaces: per-user limits",
+            Step::ProxySocket => "network: the proxy's socket",
         }
     }
 

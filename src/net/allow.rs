@@ -258,11 +258,13 @@ fn special_v6(ip: Ipv6Addr) -> Option<&'static str> {
         if s[2] == 1 {
             return Some("a local-use NAT64 address (64:ff9b:1::/48)");
         }
-        return special_v4(embedded(s[6], s[7])).map(|_| "a NAT64 address of a special IPv4 address");
+        return special_v4(embedded(s[6], s[7]))
+            .map(|_| "a NAT64 address of a special IPv4 address");
     }
     // 6to4: 2002:AABB:CCDD::/48 is the IPv4 address AA.BB.CC.DD.
     if s[0] == 0x2002 {
-        return special_v4(embedded(s[1], s[2])).map(|_| "a 6to4 address of a special IPv4 address");
+        return special_v4(embedded(s[1], s[2]))
+            .map(|_| "a 6to4 address of a special IPv4 address");
     }
     Some(match s[0] {
         0x2001 if s[1] == 0 => "a Teredo address (2001::/32)",
@@ -318,7 +320,12 @@ mod tests {
 
     #[test]
     fn ports_and_literals() {
-        let l = list(&["example.net:8443", "127.0.0.1:8787", "[::1]:9000", "10.0.0.1"]);
+        let l = list(&[
+            "example.net:8443",
+            "127.0.0.1:8787",
+            "[::1]:9000",
+            "10.0.0.1",
+        ]);
         assert!(allows(&l, "example.net", 8443));
         assert!(!allows(&l, "example.net", 443));
         assert!(allows(&l, "127.0.0.1", 8787));
@@ -370,13 +377,19 @@ mod tests {
             Host::parse("127.0.0.1"),
             Some(Host::Ip("127.0.0.1".parse().unwrap()))
         );
-        assert_eq!(
-            Host::parse("[::1]"),
-            Some(Host::Ip("::1".parse().unwrap()))
-        );
+        assert_eq!(Host::parse("[::1]"), Some(Host::Ip("::1".parse().unwrap())));
         assert_eq!(Host::parse("::1"), None);
         assert_eq!(Host::parse("Ex.COM"), Some(Host::Name("ex.com".into())));
-        for h in ["", "a b", "a/b", "a@b", "a%00", "127.1", "[127.0.0.1]", "a:b"] {
+        for h in [
+            "",
+            "a b",
+            "a/b",
+            "a@b",
+            "a%00",
+            "127.1",
+            "[127.0.0.1]",
+            "a:b",
+        ] {
             assert_eq!(Host::parse(h), None, "{h:?}");
         }
     }

@@ -289,7 +289,12 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
     };
     let path = path.split('#').next().unwrap_or("/");
     let mut head = format!("{method} {path} HTTP/1.{version}\r\n").into_bytes();
-    let hop = ["connection", "keep-alive", "proxy-connection", "proxy-authorization"];
+    let hop = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+    ];
     let mut has_host = false;
     for h in req.headers.iter() {
         if hop.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
@@ -438,7 +443,11 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
             Ok(Some(r)) => break r,
             Ok(None) => {}
             Err(e) => {
-                let _ = respond(client, "400 Bad Request", &format!("sandbox-run: network: {e}\n"));
+                let _ = respond(
+                    client,
+                    "400 Bad Request",
+                    &format!("sandbox-run: network: {e}\n"),
+                );
                 return;
             }
         }
@@ -504,7 +513,9 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
     if (&upstream).write_all(&pending).is_err() {
         return;
     }
-    counters.up.fetch_add(pending.len() as u64, Ordering::Relaxed);
+    counters
+        .up
+        .fetch_add(pending.len() as u64, Ordering::Relaxed);
     relay(client, &upstream, &counters);
 }
 
@@ -572,7 +583,10 @@ fn check_tunnel(
             PollFd::new(client.as_fd(), PollFlags::POLLIN),
             PollFd::new(upstream.as_fd(), PollFlags::POLLIN),
         ];
-        match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::ZERO)) {
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(ms).unwrap_or(PollTimeout::ZERO),
+        ) {
             Err(nix::errno::Errno::EINTR) => continue,
             Ok(0) | Err(_) => return Ok(()), // a client that waits: nothing to check yet
             Ok(_) => {}
@@ -661,7 +675,10 @@ mod tests {
         assert!(String::from_utf8(r.forward.unwrap())
             .unwrap()
             .starts_with("POST / HTTP/1.0\r\nHost: ex.com\r\n"));
-        assert_eq!(parse_request(b"CONNECT a.com:443 HTTP/1.1\r\n").unwrap(), None);
+        assert_eq!(
+            parse_request(b"CONNECT a.com:443 HTTP/1.1\r\n").unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -680,7 +697,11 @@ mod tests {
             b"GET http://127.1/ HTTP/1.1\r\n\r\n",
             b"\x16\x03\x01\x00\x05hello",
         ] {
-            assert!(parse_request(b).is_err(), "{:?}", String::from_utf8_lossy(b));
+            assert!(
+                parse_request(b).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(b)
+            );
         }
         let big = vec![b'a'; MAX_HEAD + 10];
         assert!(parse_request(&big).is_err());
@@ -700,7 +721,15 @@ mod tests {
 
     #[test]
     fn decisions() {
-        let l = AllowList::parse(&["good.example", "rebind.example", "local.example", "127.0.0.1:8787", "local.example:8787", "mixed.example"]).unwrap();
+        let l = AllowList::parse(&[
+            "good.example",
+            "rebind.example",
+            "local.example",
+            "127.0.0.1:8787",
+            "local.example:8787",
+            "mixed.example",
+        ])
+        .unwrap();
         let r = resolver(&[
             ("good.example", "93.184.216.34"),
             ("rebind.example", "127.0.0.1"),
@@ -718,10 +747,17 @@ mod tests {
         let d = decide(&l, &name("other.example"), 8443, &r).unwrap_err();
         assert_eq!(d.fix, "add --allow-host other.example:8443");
         let d = decide(&l, &name("rebind.example"), 443, &r).unwrap_err();
-        assert_eq!(d.reason, "rebind.example resolves to 127.0.0.1, a loopback address");
+        assert_eq!(
+            d.reason,
+            "rebind.example resolves to 127.0.0.1, a loopback address"
+        );
         assert!(d.fix.ends_with("add --allow-host 127.0.0.1"), "{}", d.fix);
         let d = decide(&l, &name("mixed.example"), 443, &r).unwrap_err();
-        assert!(d.reason.contains("169.254.169.254, a link-local"), "{}", d.reason);
+        assert!(
+            d.reason.contains("169.254.169.254, a link-local"),
+            "{}",
+            d.reason
+        );
         // the literal makes the loopback address reachable, on its port only
         assert!(decide(&l, &name("local.example"), 8787, &r).is_ok());
         assert!(decide(&l, &name("local.example"), 443, &r).is_err());
@@ -797,10 +833,12 @@ mod tests {
     #[test]
     fn the_host_resolver_works_statically_linked() {
         let a = system_resolve("localhost", 443).unwrap();
-        assert!(a.iter().all(|a| a.ip().is_loopback() && a.port() == 443), "{a:?}");
+        assert!(
+            a.iter().all(|a| a.ip().is_loopback() && a.port() == 443),
+            "{a:?}"
+        );
         if let Ok(name) = std::env::var("SANDBOX_RUN_TEST_RESOLVE") {
             eprintln!("{name}: {:?}", system_resolve(&name, 443));
         }
     }
-
 }
