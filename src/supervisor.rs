@@ -183,8 +183,9 @@ fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
 pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, String> {
     let started = Instant::now();
     let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
-    // A socket pair, not a pipe: pid 1 passes the proxy's listening socket on it.
-    let (rec_r, rec_w) = {
+    // `--net filtered`: a socket pair, not a pipe, so that pid 1 can pass the proxy's socket
+    // on it.
+    let (rec_r, rec_w) = if plan.net == NetMode::Filtered {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
         socketpair(
             AddressFamily::Unix,
@@ -193,6 +194,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             SockFlag::SOCK_CLOEXEC,
         )
         .map_err(sys("socketpair"))?
+    } else {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?
     };
     if plan.net == NetMode::Host {
         eprintln!("sandbox-run: network: host mode: the command shares the host's network, with no allow-list (loopback services, the LAN and cloud metadata are reachable)");

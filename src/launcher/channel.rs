@@ -1,8 +1,9 @@
 //! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
-//! close-on-exec `SOCK_SEQPACKET` socket pair (fd 3 in stage 2 and its children). Each write is
-//! one message (atomic), needs no allocation, and end-of-file tells the supervisor that every
-//! process holding it has exec'd or exited. A socket rather than a pipe so that pid 1 can pass
-//! the proxy's listening socket (`--net filtered`) with `SCM_RIGHTS`.
+//! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
+//! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
+//! process holding it has exec'd or exited. Under `--net filtered` the channel is a
+//! `SOCK_SEQPACKET` socket pair instead (one message per record, the same guarantees), so that
+//! pid 1 can pass the proxy's listening socket with `SCM_RIGHTS`.
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;
