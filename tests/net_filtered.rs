@@ -639,3 +639,84 @@ fn modes_on_the_command_line() {
     );
     assert!(r.assert_ok().contains("localhost,127.0.0.1,::1"), "{r}");
 }
+
+/// A name that resolves to the cloud metadata address (169.254.169.254) is refused, though
+/// it is on the list; the names resolve that way in the test's own mount namespace (a bind
+/// over /etc/hosts there, which needs root). The control: a name from the same hosts file
+/// that resolves to the stub's address, listed as a literal, reaches the stub.
+#[test]
+fn a_name_resolving_to_cloud_metadata_is_refused() {
+    if ready("curl").is_none() {
+        return;
+    }
+    if !is_root() {
+        skip(
+            "root",
+            "binding over /etc/hosts in a mount namespace of the test needs root",
+        );
+        return;
+    }
+    let Some(unshare) = which("unshare") else {
+        skip_tool("unshare is not installed");
+        return;
+    };
+    let f = Fixture::new("net-metadata");
+    let repo = f.repo("repo");
+    let p = profile(&f, |_| {});
+    let s = stub();
+    let hosts = f.write(
+        "hosts",
+        "127.0.0.1 localhost stub.test.invalid\n169.254.169.254 metadata.test.invalid\n",
+    );
+    let report = f.path("meta-report.json");
+    let run = |opts: &[String], url: &str| {
+        let mut c = Command::new(&unshare);
+        c.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+            .arg(&hosts)
+            .arg(BIN)
+            .arg("--profile")
+            .arg(&p)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--report")
+            .arg(&report)
+            .args(opts)
+            .args(["--", "curl", "-sS", "--noproxy", "", url])
+            .env_remove("SANDBOX_RUN_PROFILE_PATH")
+            .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
+            .current_dir(&repo)
+            .stdin(Stdio::null());
+        let r = run_command(c, LIMIT);
+        let rep: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        (r, rep)
+    };
+    let (r, rep) = run(
+        &["--allow-host".into(), "metadata.test.invalid:80".into()],
+        "http://metadata.test.invalid/latest/meta-data/",
+    );
+    assert!(
+        r.stderr.contains("denied GET metadata.test.invalid:80 (metadata.test.invalid resolves to 169.254.169.254, a link-local address"),
+        "{r}"
+    );
+    assert!(
+        r.stdout
+            .contains("rule: metadata.test.invalid resolves to 169.254.169.254"),
+        "{r}"
+    );
+    assert_eq!(entry(&rep, "metadata.test.invalid", 80)["allowed"], false);
+
+    let url = format!("http://stub.test.invalid:{}/", s.port);
+    let (r, rep) = run(
+        &[
+            "--allow-host".into(),
+            format!("stub.test.invalid:{}", s.port),
+            "--allow-host".into(),
+            format!("127.0.0.1:{}", s.port),
+        ],
+        &url,
+    );
+    assert_eq!(r.stdout, BODY, "{r}");
+    assert_eq!(entry(&rep, "stub.test.invalid", s.port)["allowed"], true);
+}
