@@ -535,7 +535,8 @@ fn connect(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
 
 /// The first bytes of a tunnel: when the client speaks first and it is TLS, its ClientHello
 /// must name the CONNECT host (or no host). A server that speaks first (SSH, SMTP) is some
-/// other protocol, and passes.
+/// other protocol, and passes. No timeout: a client that waits before its ClientHello is
+/// still checked ([`Proxy::stop`] ends the wait).
 fn check_tunnel(
     client: &TcpStream,
     upstream: &TcpStream,
@@ -543,7 +544,6 @@ fn check_tunnel(
     pending: &mut Vec<u8>,
 ) -> Result<(), Denial> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let deadline = Instant::now() + HEAD_TIMEOUT;
     let mut chunk = [0u8; 4096];
     loop {
         match sni::parse(pending) {
@@ -577,21 +577,22 @@ fn check_tunnel(
                 })
             }
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        let mut fds = [
-            PollFd::new(client.as_fd(), PollFlags::POLLIN),
-            PollFd::new(upstream.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(
-            &mut fds,
-            PollTimeout::try_from(ms).unwrap_or(PollTimeout::ZERO),
-        ) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Ok(0) | Err(_) => return Ok(()), // a client that waits: nothing to check yet
-            Ok(_) => {}
+        // Once the client has begun, only the client (a hangup of the server would wake us
+        // again and again): the server's bytes wait in its socket.
+        let mut fds = vec![PollFd::new(client.as_fd(), PollFlags::POLLIN)];
+        if pending.is_empty() {
+            fds.push(PollFd::new(upstream.as_fd(), PollFlags::POLLIN));
         }
-        let server_first = pending.is_empty() && fds[1].any().unwrap_or(false);
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                return Err(Denial {
+                    reason: format!("the tunnel could not be checked (poll: {})", e.desc()),
+                    fix: "try again".into(),
+                })
+            }
+        }
+        let server_first = fds.get(1).is_some_and(|f| f.any().unwrap_or(false));
         if server_first {
             return Ok(());
         }
