@@ -720,3 +720,43 @@ fn a_name_resolving_to_cloud_metadata_is_refused() {
     assert_eq!(r.stdout, BODY, "{r}");
     assert_eq!(entry(&rep, "stub.test.invalid", s.port)["allowed"], true);
 }
+
+/// The shipped `adapter` profile: filtered, to the agents' API hosts, with the proxy
+/// variables set; a host off its list is refused with the profile named.
+#[test]
+fn the_adapter_profile_is_filtered_to_the_agents_api_hosts() {
+    if ready("curl").is_none() {
+        return;
+    }
+    let f = Fixture::new("net-adapter");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::extends("adapter").programs(&["curl"]));
+    let rep = probe_report(&f, &p, &repo, &[]);
+    let net = &rep["sandbox"]["network"];
+    assert_eq!(net["mode"], "filtered");
+    for host in [
+        "api.anthropic.com",
+        "api.openai.com",
+        "generativelanguage.googleapis.com",
+    ] {
+        assert!(
+            net["allow"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(host)),
+            "{net}"
+        );
+    }
+    assert!(rep["sandbox"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!("net")));
+    let r = run_probe(&p, &repo, &[], &["getenv", "HTTPS_PROXY"]);
+    assert!(r.assert_ok().contains("http://127.0.0.1:3128"), "{r}");
+    let (r, _) = run_in(&p, &repo, &[], &["curl", "-sS", "https://example.invalid/"]);
+    assert!(
+        r.stderr
+            .contains("denied CONNECT example.invalid:443 (not on the allow-list of profile"),
+        "{r}"
+    );
+}
