@@ -760,3 +760,37 @@ fn the_adapter_profile_is_filtered_to_the_agents_api_hosts() {
         "{r}"
     );
 }
+
+/// Loopback servers inside the sandbox still work under `filtered`: `NO_PROXY` sends curl
+/// straight to the sandbox's own loopback, where node serves.
+#[test]
+fn loopback_servers_inside_still_work() {
+    if ready("node").is_none() || ready("curl").is_none() {
+        return;
+    }
+    let f = Fixture::new("net-inner");
+    let repo = f.repo("repo");
+    std::fs::write(
+        repo.join("inner.js"),
+        r#"
+const http = require('http'), { execFile } = require('child_process');
+const srv = http.createServer((q, r) => r.end('inner ok\n'));
+srv.listen(18900, '127.0.0.1', () => {
+  execFile('curl', ['-sS', 'http://127.0.0.1:18900/', 'http://localhost:18900/'], (e, out, err) => {
+    process.stdout.write(out + err);
+    srv.close();
+  });
+});
+"#,
+    )
+    .unwrap();
+    let p = profile(&f, |t| {
+        let n = t["network"].as_table_mut().unwrap();
+        n.insert("tcp_bind".into(), toml::Value::Array(vec![18900.into()]));
+        n.insert("tcp_connect".into(), toml::Value::Array(vec![18900.into()]));
+    });
+    let (r, rep) = run_in(&p, &repo, &[], &["node", "inner.js"]);
+    r.assert_code(0);
+    assert_eq!(r.stdout, "inner ok\ninner ok\n", "{r}");
+    assert!(connections(&rep).is_empty(), "{rep:#}");
+}
