@@ -38,8 +38,14 @@ const MAX_HEAD: usize = 16 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection to an allowed address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// Connections open at once; more wait in the listen backlog.
-const MAX_ACTIVE: usize = 512;
+/// Connections open at once; more get a 503. Each holds up to six fds of the supervisor (two
+/// sockets, two splice pipes), which keeps 128 of them under the usual 1024-fd soft limit.
+const MAX_ACTIVE: usize = 128;
+/// Distinct host:port entries the log keeps (and hosts the stderr lines name); past that a
+/// hostile command inventing names cannot grow the supervisor's memory: the rest are counted
+/// under [`OVERFLOW`].
+const MAX_LOG: usize = 1024;
+const OVERFLOW: &str = "(more hosts than the log keeps)";
 const STACK: usize = 128 * 1024;
 const BUF: usize = 64 * 1024;
 
@@ -74,7 +80,8 @@ struct Counters {
 struct LogEntry {
     reason: String,
     count: u64,
-    bytes: Vec<Arc<Counters>>,
+    /// Shared by every connection of the entry.
+    bytes: Arc<Counters>,
 }
 
 struct Shared {
@@ -149,8 +156,8 @@ impl Proxy {
                 allowed: *allowed,
                 reason: e.reason.clone(),
                 count: e.count,
-                bytes_up: e.bytes.iter().map(|c| c.up.load(Ordering::Relaxed)).sum(),
-                bytes_down: e.bytes.iter().map(|c| c.down.load(Ordering::Relaxed)).sum(),
+                bytes_up: e.bytes.up.load(Ordering::Relaxed),
+                bytes_down: e.bytes.down.load(Ordering::Relaxed),
             })
             .collect()
     }
@@ -393,23 +400,36 @@ fn respond(mut s: &TcpStream, status: &str, body: &str) -> std::io::Result<()> {
 
 impl Shared {
     fn record(&self, host: &Host, port: u16, allowed: bool, reason: &str) -> Arc<Counters> {
-        let c = Arc::new(Counters::default());
         let mut log = lock(&self.log);
-        let e = log
-            .entry((host.to_string(), port, allowed))
-            .or_insert_with(|| LogEntry {
-                reason: reason.to_string(),
-                count: 0,
-                bytes: Vec::new(),
-            });
+        let mut key = (host.to_string(), port, allowed);
+        if log.len() >= MAX_LOG && !log.contains_key(&key) {
+            key.0 = OVERFLOW.to_string();
+        }
+        let e = log.entry(key).or_insert_with(|| LogEntry {
+            reason: reason.to_string(),
+            count: 0,
+            bytes: Arc::new(Counters::default()),
+        });
         e.count += 1;
-        e.bytes.push(c.clone());
-        c
+        e.bytes.clone()
     }
 
     fn deny(&self, what: &str, host: &Host, port: u16, d: &Denial) {
         self.record(host, port, false, &d.reason);
-        let first = lock(&self.warned).insert(host.to_string());
+        let first = {
+            let mut warned = lock(&self.warned);
+            let h = host.to_string();
+            if warned.contains(&h) {
+                false
+            } else if warned.len() < MAX_LOG {
+                warned.insert(h)
+            } else {
+                if warned.insert(OVERFLOW.to_string()) && self.config.warn {
+                    eprintln!("sandbox-run: network: {MAX_LOG} hosts denied; further denials are not printed (the report counts them)");
+                }
+                false
+            }
+        };
         if first && self.config.warn {
             let reason = if d.reason == "not on the allow-list" {
                 format!("not on the allow-list of profile {}", self.config.profile)
@@ -1062,5 +1082,37 @@ mod tests {
         assert!(got.contains("fix: add --allow-host 127.0.0.1:1,"), "{got}");
         let log = proxy.stop();
         assert_eq!(log.len(), 2, "{log:?}");
+    }
+
+    /// A command inventing names cannot grow the supervisor's memory: the log and the set of
+    /// warned hosts stop at [`MAX_LOG`], and the rest is counted in one entry.
+    #[test]
+    fn the_log_is_bounded() {
+        let shared = Shared {
+            config: Config {
+                allow: AllowList::default(),
+                profile: "test".into(),
+                warn: false,
+            },
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            log: Mutex::new(BTreeMap::new()),
+            warned: Mutex::new(HashSet::new()),
+            live: Mutex::new(HashMap::new()),
+        };
+        let d = Denial {
+            reason: "not on the allow-list".into(),
+            fix: "x".into(),
+        };
+        for i in 0..MAX_LOG + 100 {
+            let h = Host::Name(format!("h{i}.example"));
+            shared.deny("CONNECT", &h, 443, &d);
+            shared.deny("CONNECT", &h, 443, &d);
+        }
+        let log = lock(&shared.log);
+        assert_eq!(log.len(), MAX_LOG + 1);
+        assert_eq!(log[&(OVERFLOW.to_string(), 443, false)].count, 200);
+        assert_eq!(log[&("h0.example".to_string(), 443, false)].count, 2);
+        assert_eq!(lock(&shared.warned).len(), MAX_LOG + 1);
     }
 }
