@@ -191,8 +191,10 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         overrides: crate::plan::Overrides {
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,
+                NetArg::Filtered => crate::profile::NetMode::Filtered,
                 NetArg::Host => crate::profile::NetMode::Host,
             }),
+            allow_hosts: args.allow_host.clone(),
             memory: args.memory,
             cpus: args.cpus,
             pids: args.pids,

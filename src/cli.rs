@@ -97,7 +97,9 @@ pub struct CheckArgs {
 pub enum NetArg {
     /// A new network namespace with only loopback.
     None,
-    /// The host's network.
+    /// A new network namespace whose only way out is an allow-list proxy.
+    Filtered,
+    /// The host's network (warned).
     Host,
 }
 
@@ -131,9 +133,15 @@ pub struct RunArgs {
     /// Print how long each setup step took (to stderr).
     #[arg(long)]
     pub timings: bool,
-    /// Network: `none` (only loopback) or `host` (overrides the profile).
+    /// Network: `none` (only loopback), `filtered` (only through the allow-list proxy) or
+    /// `host` (overrides the profile).
     #[arg(long, value_enum)]
     pub net: Option<NetArg>,
+    /// Add a host to the proxy's allow-list (repeatable): `api.example.com` (ports 443 and
+    /// 80), `*.example.org` (subdomains), `example.net:8443`, `127.0.0.1:8787` (an address
+    /// only as written). On a profile without network this switches to `filtered`.
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub allow_host: Vec<String>,
     /// Set a variable in the command's environment (repeatable). Code-loading variables such as
     /// NODE_OPTIONS or LD_PRELOAD are refused.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_key_value)]

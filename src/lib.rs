@@ -9,6 +9,7 @@ pub mod gene;
 pub mod hostfs;
 pub mod launcher;
 pub mod layers;
+pub mod net;
 pub mod plan;
 pub mod policy;
 pub mod profile;

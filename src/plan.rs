@@ -43,6 +43,9 @@ pub struct Plan {
     pub home: PathBuf,
     pub hostname: String,
     pub net: NetMode,
+    /// The proxy's allow-list under `--net filtered`: the profile's, then `--allow-host`'s.
+    #[serde(default)]
+    pub network_allow: Vec<String>,
     pub mounts: Vec<mounts::Op>,
     /// `None`: landlock is best-effort and the kernel lacks it.
     pub landlock: Option<landlock::Spec>,
@@ -73,6 +76,8 @@ pub struct Plan {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub net: Option<NetMode>,
+    /// `--allow-host`: added to the profile's list.
+    pub allow_hosts: Vec<String>,
     pub memory: Option<crate::units::Size>,
     pub cpus: Option<f64>,
     pub pids: Option<u64>,
@@ -285,7 +290,10 @@ pub fn build(
         })?
     };
 
-    let net = o.net.unwrap_or(profile.network.mode);
+    let (net, network_allow) = plan_network(&profile.network, o)?;
+    if net == NetMode::Filtered && !namespaces {
+        return Err(format!("network: filtered needs the sandbox's own network namespace, and this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
+    }
     let scratch = if namespaces {
         None
     } else {
@@ -378,7 +386,7 @@ pub fn build(
         tmp: &tmp.to_string_lossy(),
         user: &user,
     });
-    let built = match built {
+    let mut built = match built {
         Ok(b) => b,
         Err(e) => {
             if let Some(dir) = &scratch {
@@ -387,6 +395,12 @@ pub fn build(
             return Err(e);
         }
     };
+    if net == NetMode::Filtered {
+        let url = format!("http://127.0.0.1:{}", crate::net::proxy::PORT);
+        if env::set_proxy(&mut built.vars, &url) {
+            tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
+        }
+    }
     // Last: nothing after this may fail, or the placeholder would be left behind.
     let git_placeholder = match &git {
         Some(g) if g.placeholder => {
@@ -418,6 +432,7 @@ pub fn build(
         home,
         hostname: profile.process.hostname.clone(),
         net,
+        network_allow,
         mounts: ops,
         landlock,
         landlock_min_abi: min_abi,
@@ -522,6 +537,41 @@ fn git_configs(caller_home: Option<&str>, user_home: &Path) -> Vec<PathBuf> {
 /// are allowed on any port, ephemeral ones included (test servers on 127.0.0.1:0).
 pub fn port_rules_apply(namespaces: bool, net: NetMode) -> bool {
     !namespaces || net == NetMode::Host
+}
+
+/// The network mode and allow-list of a run: `--net`, else the profile's mode;
+/// `--allow-host` adds to the profile's list and switches a profile without network to
+/// `filtered`. Every pattern is checked here (exit 125 on a bad one).
+pub fn plan_network(
+    n: &crate::profile::Network,
+    o: &Overrides,
+) -> Result<(NetMode, Vec<String>), String> {
+    let mode = match (o.net, o.allow_hosts.is_empty()) {
+        (Some(m), _) => m,
+        (None, false) if n.mode == NetMode::None => NetMode::Filtered,
+        (None, _) => n.mode,
+    };
+    if mode != NetMode::Filtered && !o.allow_hosts.is_empty() {
+        let m = if mode == NetMode::Host {
+            "host"
+        } else {
+            "none"
+        };
+        return Err(format!(
+            "--allow-host: the network mode is {m}, which has no allow-list; use --net filtered"
+        ));
+    }
+    let mut allow = n.allow.clone();
+    for h in &o.allow_hosts {
+        if !allow.contains(h) {
+            allow.push(h.clone());
+        }
+    }
+    crate::net::allow::AllowList::parse(&allow).map_err(|e| format!("--allow-host: {e}"))?;
+    if mode != NetMode::Filtered {
+        allow.clear();
+    }
+    Ok((mode, allow))
 }
 
 /// `listen` is refused when the port rules apply ([`port_rules_apply`]) and no TCP port may
@@ -667,6 +717,7 @@ mod tests {
     fn listen_is_denied_only_with_the_host_network_and_no_bind_port() {
         let net = |tcp_bind: Vec<u16>| Network {
             mode: NetMode::None,
+            allow: Vec::new(),
             tcp_connect: Vec::new(),
             tcp_bind,
         };

@@ -71,6 +71,9 @@ pub enum RepoMode {
 pub enum NetMode {
     /// A fresh network namespace with only `lo`.
     None,
+    /// A fresh network namespace with only `lo`, whose only way out is the supervisor's
+    /// allow-list proxy ([`crate::net::proxy`]).
+    Filtered,
     /// The host's network namespace.
     Host,
 }
@@ -122,6 +125,8 @@ pub struct Filesystem {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Network {
     pub mode: NetMode,
+    /// The proxy's allow-list (`--net filtered`), as written ([`crate::net::allow`]).
+    pub allow: Vec<String>,
     pub tcp_connect: Vec<u16>,
     pub tcp_bind: Vec<u16>,
 }
@@ -232,6 +237,7 @@ struct FilesystemFile {
 #[serde(deny_unknown_fields)]
 struct NetworkFile {
     mode: Option<NetMode>,
+    allow: Option<Vec<String>>,
     tcp_connect: Option<Vec<u16>>,
     tcp_bind: Option<Vec<u16>>,
 }
@@ -310,7 +316,7 @@ impl ProfileFile {
             c, p, repo, system_ro, extra_ro, extra_rw, protect, toolchains, sys, tmp_size, dev_pts
         );
         let (c, p) = (&mut self.network, &mut parent.network);
-        merge_fields!(c, p, mode, tcp_connect, tcp_bind);
+        merge_fields!(c, p, mode, allow, tcp_connect, tcp_bind);
         let (c, p) = (&mut self.limits, &mut parent.limits);
         merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output, disk);
         let (c, p) = (&mut self.env, &mut parent.env);
@@ -372,6 +378,7 @@ impl ProfileFile {
             },
             network: Network {
                 mode: n.mode.unwrap_or(NetMode::None),
+                allow: n.allow.unwrap_or_default(),
                 tcp_connect: n.tcp_connect.unwrap_or_default(),
                 tcp_bind: n.tcp_bind.unwrap_or_default(),
             },
@@ -436,6 +443,9 @@ impl Profile {
         }
         if !(1..=7).contains(&self.layers.landlock_min_abi) {
             return bad("layers.landlock_min_abi", "must be between 1 and 7");
+        }
+        if let Err(e) = crate::net::allow::AllowList::parse(&self.network.allow) {
+            return bad("network.allow", &e);
         }
         for p in &self.gate.programs {
             if p.is_empty() || p.contains('/') {

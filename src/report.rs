@@ -122,10 +122,12 @@ pub struct Sandbox {
     pub degraded: Vec<String>,
 }
 
-/// The network the command had.
+/// The network the command had: the mode, the port rules, and with `filtered` the proxy's
+/// allow-list and connection log.
 #[derive(Debug, Clone, Serialize)]
 pub struct Network {
-    /// `none` (its own network namespace, loopback only) or `host`.
+    /// `none` (its own network namespace, loopback only), `filtered` (the same, with the
+    /// allow-list proxy as the only way out) or `host`.
     pub mode: crate::profile::NetMode,
     /// The TCP ports the command may connect to (landlock); `null` where no port rule applies
     /// (no rule in the profile, or landlock without TCP support in force).
@@ -135,6 +137,10 @@ pub struct Network {
     /// `listen` is allowed (refused by seccomp on the host's network when no port may be
     /// bound: a listen on an unbound socket would autobind past landlock).
     pub listen: bool,
+    /// `filtered`: the patterns the proxy lets through.
+    pub allow: Vec<String>,
+    /// `filtered`: one entry per host:port the command asked the proxy for.
+    pub connections: Vec<crate::net::proxy::Connection>,
 }
 
 impl Network {
@@ -147,6 +153,8 @@ impl Network {
             tcp_connect: rules.and_then(|l| l.tcp_connect.clone()),
             tcp_bind: rules.and_then(|l| l.tcp_bind.clone()),
             listen: !(plan.seccomp && plan.seccomp_options.deny_listen),
+            allow: plan.network_allow.clone(),
+            connections: Vec::new(),
         }
     }
 }
@@ -371,7 +379,7 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
     let mut namespaces = Vec::new();
     if plan.namespaces {
         namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
-        if plan.net == crate::profile::NetMode::None {
+        if plan.net != crate::profile::NetMode::Host {
             namespaces.push("net");
         }
         namespaces.push("cgroup");
@@ -408,7 +416,10 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),
         env_dropped: plan.env_dropped.clone(),
-        network: Network::of(plan, abi),
+        network: Network {
+            connections: f.connections.clone(),
+            ..Network::of(plan, abi)
+        },
         degraded: plan.degraded.clone(),
     }
 }

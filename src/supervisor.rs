@@ -13,6 +13,7 @@ use crate::launcher::STAGE2_ARG;
 use crate::layers::cgroup::{Leaf, Usage};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
+use crate::profile::NetMode;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -91,6 +92,8 @@ pub struct Finished {
     pub err: Vec<u8>,
     /// The streams (`stdout`, `stderr`) that passed the output cap.
     pub output_capped: Vec<&'static str>,
+    /// `--net filtered`: the proxy's connection log.
+    pub connections: Vec<crate::net::proxy::Connection>,
     /// The read-write repo's disk layer and copy-back, when the run had one.
     pub repo_changes: Option<crate::layers::overlay::Changes>,
     /// No status and no setup failure came back: the sandbox's own processes died first.
@@ -236,7 +239,23 @@ fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
 pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, String> {
     let started = Instant::now();
     let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
-    let (rec_r, rec_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?;
+    // `--net filtered`: a socket pair, not a pipe, so that pid 1 can pass the proxy's socket
+    // on it.
+    let (rec_r, rec_w) = if plan.net == NetMode::Filtered {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(sys("socketpair"))?
+    } else {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys("pipe"))?
+    };
+    if plan.net == NetMode::Host {
+        eprintln!("sandbox-run: network: host mode: the command shares the host's network, with no allow-list (loopback services, the LAN and cloud metadata are reachable)");
+    }
 
     let relayed = relayed_set();
     relayed.thread_block().map_err(sys("sigprocmask"))?;
@@ -306,6 +325,10 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     ];
 
     let mut f = Finished::default();
+    // `--net filtered`: watch the channel until pid 1 passes the proxy's socket.
+    let mut watch_channel = plan.net == NetMode::Filtered;
+    let mut early = Vec::new();
+    let mut proxy = None;
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut exited = false;
@@ -322,6 +345,9 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
                 fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
             }
         }
+        if watch_channel {
+            fds.push(PollFd::new(rec_r.as_fd(), PollFlags::POLLIN));
+        }
         let n = match nix::poll::poll(&mut fds, timeout) {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(format!("poll: {}", e.desc())),
@@ -329,6 +355,15 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         };
         let ready: Vec<bool> = fds.iter().map(|p| p.any().unwrap_or(false)).collect();
         drop(fds);
+        if watch_channel && ready[ready.len() - 1] {
+            watch_channel = proxy_record(plan, &rec_r, &mut early, &mut proxy);
+            if proxy.is_none() && !watch_channel && !terminating {
+                // No proxy: nothing to serve the sandbox with; end it (the record says why).
+                terminate(pid);
+                terminating = true;
+                deadline = Instant::now() + o.kill_grace;
+            }
+        }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
             if terminating {
@@ -376,6 +411,9 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
     // what the workload left behind when its reaper died.
     crate::launcher::init::kill_children();
+    if let Some(p) = proxy {
+        f.connections = p.stop();
+    }
     if let Some(leaf) = leaf {
         // Nothing may outlive the run, whatever escaped the pid namespace's teardown.
         let _ = leaf.kill();
@@ -385,7 +423,8 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     for s in streams.iter_mut() {
         while s.pump() {}
     }
-    for r in channel::read_all(rec_r.as_raw_fd()) {
+    early.extend(channel::read_all(rec_r.as_raw_fd()));
+    for r in early {
         match r {
             Record::Failed(e) if f.failure.is_none() => f.failure = Some(e),
             Record::Failed(_) => {}
@@ -396,6 +435,7 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
                 .repo_changes
                 .get_or_insert_with(Default::default)
                 .add(fact, value),
+            Record::Listener => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings
@@ -422,6 +462,57 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     f.err = err.tail.buf.into();
     f.duration = started.elapsed();
     Ok(f)
+}
+
+/// Read what is on the channel while the sandbox starts. The proxy's socket starts the proxy;
+/// other records are kept for the end. Returns whether to keep watching.
+fn proxy_record(
+    plan: &Plan,
+    rec: &OwnedFd,
+    early: &mut Vec<Record>,
+    proxy: &mut Option<crate::net::proxy::Proxy>,
+) -> bool {
+    loop {
+        match channel::recv(rec.as_raw_fd()) {
+            Some((Record::Listener, Some(fd))) => {
+                let config =
+                    crate::net::allow::AllowList::parse(&plan.network_allow).map(|allow| {
+                        crate::net::proxy::Config {
+                            allow,
+                            profile: plan.profile.clone(),
+                            warn: true,
+                        }
+                    });
+                let started = config.and_then(|c| {
+                    crate::net::proxy::Proxy::start(std::net::TcpListener::from(fd), c)
+                        .map_err(|e| e.to_string())
+                });
+                match started {
+                    Ok(p) => *proxy = Some(p),
+                    Err(e) => eprintln!("sandbox-run: network: starting the proxy: {e}"),
+                }
+                return false;
+            }
+            Some((r, _)) => early.push(r),
+            // End of file (every writer gone) or nothing more yet.
+            None => {
+                let mut b = [0u8; 1];
+                // SAFETY: recv(MSG_PEEK|MSG_DONTWAIT) into a stack byte.
+                let n = unsafe {
+                    libc::recv(
+                        rec.as_raw_fd(),
+                        b.as_mut_ptr().cast(),
+                        1,
+                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                    )
+                };
+                if n > 0 {
+                    continue; // a record that did not decode: skip it
+                }
+                return n < 0 && nix::errno::Errno::last() == nix::errno::Errno::EAGAIN;
+            }
+        }
+    }
 }
 
 /// Stage 2: our own binary again, with the plan on stdin (see [`crate::launcher`]) and the

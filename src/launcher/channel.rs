@@ -1,7 +1,9 @@
 //! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
 //! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
 //! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
-//! process holding it has exec'd or exited.
+//! process holding it has exec'd or exited. Under `--net filtered` the channel is a
+//! `SOCK_SEQPACKET` socket pair instead (one message per record, the same guarantees), so that
+//! pid 1 can pass the proxy's listening socket with `SCM_RIGHTS`.
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;
@@ -24,6 +26,9 @@ pub enum Record {
     Ready,
     /// A setup phase ended at this CLOCK_MONOTONIC time (low 32 bits of microseconds).
     Timing { phase: Phase, micros: u32 },
+    /// The proxy's listening socket, created in the sandbox's network namespace, travels with
+    /// this record as `SCM_RIGHTS` ([`send_listener`], [`recv`]).
+    Listener,
     /// A fact about the read-write repo's disk layer and its copy-back (saturating).
     Disk { fact: DiskFact, value: u32 },
 }
@@ -131,7 +136,8 @@ impl Record {
             Record::Landlock { abi, status } => (3, abi, status as u16, 0, 0),
             Record::Ready => (4, 0, 0, 0, 0),
             Record::Timing { phase, micros } => (5, phase as u8, 0, micros as i32, 0),
-            Record::Disk { fact, value } => (6, fact as u8, 0, value as i32, 0),
+            Record::Listener => (6, 0, 0, 0, 0),
+            Record::Disk { fact, value } => (7, fact as u8, 0, value as i32, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -162,7 +168,8 @@ impl Record {
                 phase: *Phase::ALL.iter().find(|p| **p as u8 == b[1])?,
                 micros: value as u32,
             }),
-            6 => Some(Record::Disk {
+            6 => Some(Record::Listener),
+            7 => Some(Record::Disk {
                 fact: *DiskFact::ALL.iter().find(|f| **f as u8 == b[1])?,
                 value: value as u32,
             }),
@@ -176,6 +183,80 @@ pub fn send(r: Record) {
     let b = r.encode();
     // SAFETY: write(2) of a stack buffer of the given length to an fd number; no allocation.
     unsafe { libc::write(FD, b.as_ptr().cast(), b.len()) };
+}
+
+/// Send the proxy's listening socket `fd` on the channel (a [`Record::Listener`] with the fd
+/// as `SCM_RIGHTS`). No allocation: a stack buffer for the control message.
+pub fn send_listener(fd: RawFd) -> Result<(), i32> {
+    let b = Record::Listener.encode();
+    let mut iov = libc::iovec {
+        iov_base: b.as_ptr() as *mut libc::c_void,
+        iov_len: b.len(),
+    };
+    // Room for one cmsghdr and one int, aligned as cmsghdr.
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; every pointer in it refers to a local that outlives the
+    // sendmsg call, and the CMSG macros stay inside `control` (CMSG_SPACE(4) <= 32 bytes).
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+        if libc::sendmsg(FD, &msg, libc::MSG_NOSIGNAL) != b.len() as isize {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO));
+        }
+    }
+    Ok(())
+}
+
+/// Read one record now (the supervisor's side, while the sandbox runs), with the fd that came
+/// with it. `None` at end-of-file, when nothing is there, or on error.
+pub fn recv(fd: RawFd) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
+    use std::os::fd::FromRawFd;
+    let mut b = [0u8; SIZE];
+    let mut iov = libc::iovec {
+        iov_base: b.as_mut_ptr().cast(),
+        iov_len: b.len(),
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: as in send_listener; the kernel writes at most msg_controllen bytes of control
+    // data, and we read only the SCM_RIGHTS int it reports.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        let mut passed = None;
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let count = ((*c).cmsg_len - libc::CMSG_LEN(0) as usize) / 4;
+                for i in 0..count {
+                    let p = libc::CMSG_DATA(c).cast::<RawFd>().add(i);
+                    let f = std::os::fd::OwnedFd::from_raw_fd(std::ptr::read_unaligned(p));
+                    // One fd is expected; any other is closed by its drop.
+                    if passed.is_none() {
+                        passed = Some(f);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        if n != SIZE as isize {
+            return None;
+        }
+        Record::decode(b).map(|r| (r, passed))
+    }
 }
 
 /// Read every record until end-of-file. Used by the supervisor on its read end.

@@ -111,6 +111,9 @@ pub fn run(
     if alive.parent_gone() {
         return Ok(125);
     }
+    if plan.net == crate::profile::NetMode::Filtered {
+        proxy_listener()?;
+    }
     if plan.namespaces {
         mounts::build_root(&plan.mounts, &plan.cwd)?;
     } else {
@@ -170,6 +173,40 @@ pub fn run(
             }
             Err(_) => {}
         }
+    }
+}
+
+/// `--net filtered`: the proxy's listening socket on the sandbox's loopback, handed to the
+/// supervisor, which accepts on it from the host side (a socket stays in the network
+/// namespace it was created in) and dials out from the host's. Made before the workload
+/// exists, so the port is the proxy's; pid 1 keeps no copy.
+fn proxy_listener() -> Result<(), StepError> {
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: crate::net::proxy::PORT.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: socket, bind, listen and close on an fd this function creates; bind reads the
+    // sockaddr_in on our stack, of the size given.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(StepError::last(Step::ProxySocket));
+        }
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(fd, (&addr as *const libc::sockaddr_in).cast(), len) != 0
+            || libc::listen(fd, 1024) != 0
+        {
+            let e = StepError::last(Step::ProxySocket);
+            libc::close(fd);
+            return Err(e);
+        }
+        let sent = channel::send_listener(fd);
+        libc::close(fd);
+        sent.map_err(|e| StepError::new(Step::ProxySocket, e))
     }
 }
 

@@ -90,7 +90,7 @@ fn run() -> Result<i32, StepError> {
     if plan.namespaces {
         // The host's limits, read before the new namespace hides them.
         let limits = ns::UserLimits::read()?;
-        let net = plan.net == crate::profile::NetMode::None;
+        let net = plan.net != crate::profile::NetMode::Host;
         ns::enter(plan.ids, &limits, net, &plan.hostname)?;
     } else {
         ns::become_user(plan.ids)?;

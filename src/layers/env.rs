@@ -177,6 +177,31 @@ pub struct Built {
     pub dropped: Vec<Dropped>,
 }
 
+/// Every spelling of the proxy variables is replaced under `--net filtered`.
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "FTP_PROXY",
+];
+
+/// `--net filtered`: the proxy variables name the sandbox's proxy at `url`, whatever the
+/// caller, the profile or `--env` said; loopback goes direct. Returns whether a given value
+/// was replaced.
+pub fn set_proxy(vars: &mut BTreeMap<String, String>, url: &str) -> bool {
+    let before = vars.len();
+    vars.retain(|k, _| !PROXY_VARS.iter().any(|p| k.eq_ignore_ascii_case(p)));
+    let replaced = vars.len() != before;
+    for k in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
+        vars.insert(k.into(), url.into());
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        vars.insert(k.into(), "localhost,127.0.0.1,::1".into());
+    }
+    replaced
+}
+
 /// Inputs of [`build`]: everything comes in as data, so the function is pure.
 pub struct Inputs<'a> {
     /// The caller's environment.

@@ -1,0 +1,7 @@
+//! Network egress of `--net filtered`: the allow-list ([`allow`]), the TLS server name of a
+//! tunnel ([`sni`]) and the proxy that enforces them ([`proxy`]). Parent side only: nothing
+//! here runs inside the sandbox.
+
+pub mod allow;
+pub mod proxy;
+pub mod sni;

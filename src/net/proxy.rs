@@ -1,0 +1,1118 @@
+//! The egress proxy of `--net filtered`: the sandbox's only way out (parent side only).
+//!
+//! pid 1 creates the listening socket on the sandbox's own loopback and passes it to the
+//! supervisor; the supervisor accepts on it here and dials out from the host's network
+//! namespace. One thread accepts; each connection gets a thread, and a second one for the
+//! download direction of its tunnel (blocking copies, no event loop to get wrong: measured in
+//! `scripts/bench`).
+//!
+//! What it speaks: HTTP CONNECT (a tunnel for any TLS or TCP stream) and absolute-form plain
+//! HTTP (`GET http://host/path`), parsed with `httparse`. What it checks, in order:
+//! 1. the host and port are on the allow-list ([`super::allow`]);
+//! 2. a name is resolved here, once; if any of its addresses is special (loopback, private,
+//!    link-local, multicast, ...: [`super::allow::special`]) and not itself on the list as a
+//!    literal, the request is refused (DNS rebinding to the host's own services);
+//! 3. the connection goes to the addresses just checked, never to a second resolution;
+//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all.
+//!
+//! A refusal is an HTTP 403 whose body names the rule and the fix (a TLS alert when the
+//! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
+//! connection log of the report.
+
+use super::allow::{special, AllowList, Host};
+use super::sni::{self, Hello};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The port of the proxy on the sandbox's loopback (its own network namespace: always free).
+pub const PORT: u16 = 3128;
+/// Largest request head read from the sandbox.
+const MAX_HEAD: usize = 16 * 1024;
+/// How long the sandbox may take to send a request head, or the first bytes of a tunnel.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection to an allowed address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Connections open at once; more get a 503. Each holds up to six fds of the supervisor (two
+/// sockets, two splice pipes), which keeps 128 of them under the usual 1024-fd soft limit.
+const MAX_ACTIVE: usize = 128;
+/// Distinct host:port entries the log keeps (and hosts the stderr lines name); past that a
+/// hostile command inventing names cannot grow the supervisor's memory: the rest are counted
+/// under [`OVERFLOW`].
+const MAX_LOG: usize = 1024;
+const OVERFLOW: &str = "(more hosts than the log keeps)";
+const STACK: usize = 128 * 1024;
+const BUF: usize = 64 * 1024;
+
+/// What the proxy enforces.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub allow: AllowList,
+    /// The profile's name, for messages.
+    pub profile: String,
+    /// Print one line per denied host on stderr.
+    pub warn: bool,
+}
+
+/// One line of the report's connection log: per host, port and verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Connection {
+    pub host: String,
+    pub port: u16,
+    pub allowed: bool,
+    pub reason: String,
+    pub count: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+struct LogEntry {
+    reason: String,
+    count: u64,
+    /// Shared by every connection of the entry.
+    bytes: Arc<Counters>,
+}
+
+struct Shared {
+    config: Config,
+    stop: AtomicBool,
+    active: AtomicUsize,
+    log: Mutex<BTreeMap<(String, u16, bool), LogEntry>>,
+    warned: Mutex<HashSet<String>>,
+    /// The sockets of open connections, shut down by [`Proxy::stop`].
+    live: Mutex<HashMap<u64, Vec<TcpStream>>>,
+}
+
+/// A running proxy; [`Proxy::stop`] ends it and returns the connection log.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Serve the sandbox on `listener` (a listening socket of the sandbox's namespace).
+    pub fn start(listener: TcpListener, config: Config) -> std::io::Result<Proxy> {
+        let shared = Arc::new(Shared {
+            config,
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            log: Mutex::new(BTreeMap::new()),
+            warned: Mutex::new(HashSet::new()),
+            live: Mutex::new(HashMap::new()),
+        });
+        let l = listener.try_clone()?;
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("proxy".into())
+            .stack_size(STACK)
+            .spawn(move || accept_loop(&l, &s))?;
+        Ok(Proxy {
+            shared,
+            listener,
+            accept: Some(accept),
+        })
+    }
+
+    /// Stop accepting, cut every open connection, and return the log.
+    pub fn stop(mut self) -> Vec<Connection> {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept thread (accept fails with EINVAL on a shut-down listener).
+        // SAFETY: shutdown(2) on a socket we own.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        for streams in lock(&self.shared.live).values() {
+            for s in streams {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while self.shared.active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.log()
+    }
+
+    /// The connection log so far.
+    pub fn log(&self) -> Vec<Connection> {
+        lock(&self.shared.log)
+            .iter()
+            .map(|((host, port, allowed), e)| Connection {
+                host: host.clone(),
+                port: *port,
+                allowed: *allowed,
+                reason: e.reason.clone(),
+                count: e.count,
+                bytes_up: e.bytes.up.load(Ordering::Relaxed),
+                bytes_down: e.bytes.down.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}
+
+/// A poisoned lock only means a connection thread panicked; its data is still good.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    let mut next_id = 0u64;
+    loop {
+        let conn = listener.accept();
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok((stream, _)) = conn else {
+            // EMFILE and the like: do not spin.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if shared.active.load(Ordering::SeqCst) >= MAX_ACTIVE {
+            let _ = respond(
+                &stream,
+                "503 Service Unavailable",
+                "sandbox-run: network: too many connections through the proxy at once\n",
+            );
+            continue;
+        }
+        next_id += 1;
+        let id = next_id;
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .stack_size(STACK)
+            .spawn(move || {
+                if let Ok(c) = stream.try_clone() {
+                    lock(&s.live).insert(id, vec![c]);
+                }
+                serve(&stream, id, &s);
+                lock(&s.live).remove(&id);
+                s.active.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A refusal: what rule, and how to change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub reason: String,
+    pub fix: String,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `CONNECT`, `GET`, ...
+    pub method: String,
+    pub host: Host,
+    pub port: u16,
+    /// Plain HTTP: the head to send upstream (origin-form, `Connection: close`).
+    pub forward: Option<Vec<u8>>,
+    /// Bytes of the head as read.
+    pub head_len: usize,
+}
+
+/// The request head at the start of `buf`: `Ok(None)` until it is complete. Errors are the
+/// body of a 400 answer. Never panics, whatever the bytes.
+pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Err(format!("request head larger than {MAX_HEAD} bytes"))
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("malformed request: {e}")),
+    };
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Err("malformed request".into());
+    };
+    let authority = |a: &str, default: Option<u16>| -> Result<(Host, u16), String> {
+        let bad = || format!("{a:?} is not HOST:PORT");
+        let (h, p) = match a.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && (h.starts_with('[') || !h.contains(':')) => {
+                (h, Some(p))
+            }
+            _ => (a, None),
+        };
+        let port = match (p, default) {
+            (Some(p), _) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+                p.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(bad)?
+            }
+            (None, Some(d)) => d,
+            _ => return Err(bad()),
+        };
+        Ok((Host::parse(h).ok_or_else(bad)?, port))
+    };
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = authority(target, None)?;
+        return Ok(Some(Request {
+            method: "CONNECT".into(),
+            host,
+            port,
+            forward: None,
+            head_len,
+        }));
+    }
+    let lower = target.get(..8).map(str::to_ascii_lowercase);
+    let rest = match lower.as_deref() {
+        Some(s) if s.starts_with("http://") => &target[7..],
+        Some("https://") => {
+            return Err("an https:// URL must go through CONNECT (set HTTPS_PROXY)".into())
+        }
+        _ => {
+            return Err(format!(
+                "{target:?} is not an absolute http:// URL: this is a proxy (set HTTP_PROXY)"
+            ))
+        }
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(end);
+    if auth.contains('@') {
+        return Err("a URL with user information is refused".into());
+    }
+    let (host, port) = authority(auth, Some(80))?;
+    let path = match path {
+        "" => "/".to_string(),
+        p if p.starts_with('/') => p.to_string(),
+        p => format!("/{p}"),
+    };
+    let path = path.split('#').next().unwrap_or("/");
+    let mut head = format!("{method} {path} HTTP/1.{version}\r\n").into_bytes();
+    let hop = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+    ];
+    let mut has_host = false;
+    for h in req.headers.iter() {
+        if hop.iter().any(|n| h.name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        has_host |= h.name.eq_ignore_ascii_case("host");
+        head.extend_from_slice(h.name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(h.value);
+        head.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        head.extend_from_slice(format!("Host: {auth}\r\n").as_bytes());
+    }
+    // One request per connection: a second one on the same connection could name another host.
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(Some(Request {
+        method: method.to_string(),
+        host,
+        port,
+        forward: Some(head),
+        head_len,
+    }))
+}
+
+/// Check `host:port` against the list and resolve it: the addresses to connect to and the
+/// rule that allowed them.
+pub fn decide(
+    allow: &AllowList,
+    host: &Host,
+    port: u16,
+    resolve: impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>,
+) -> Result<(Vec<SocketAddr>, String), Denial> {
+    let profile_fix = |what: String| Denial {
+        reason: "not on the allow-list".into(),
+        fix: format!("add --allow-host {what}"),
+    };
+    let pattern = |h: &Host| {
+        if super::allow::DEFAULT_PORTS.contains(&port) {
+            h.to_string()
+        } else {
+            format!("{h}:{port}")
+        }
+    };
+    let Some(rule) = allow.find(host, port) else {
+        return Err(profile_fix(pattern(host)));
+    };
+    let rule = rule.text.clone();
+    let name = match host {
+        Host::Ip(ip) => return Ok((vec![SocketAddr::new(*ip, port)], rule)),
+        Host::Name(n) => n,
+    };
+    let addrs = resolve(name, port).map_err(|e| Denial {
+        reason: format!("{name} does not resolve: {}", io_text(&e)),
+        fix: "check the name".into(),
+    })?;
+    if addrs.is_empty() {
+        return Err(Denial {
+            reason: format!("{name} has no address"),
+            fix: "check the name".into(),
+        });
+    }
+    for a in &addrs {
+        if let Some(class) = special(a.ip()) {
+            if allow.literal(a.ip(), port).is_none() {
+                return Err(Denial {
+                    reason: format!("{name} resolves to {}, {class}", a.ip()),
+                    fix: format!(
+                        "such addresses are reached only when listed as literals: add --allow-host {}",
+                        pattern(&Host::Ip(a.ip()))
+                    ),
+                });
+            }
+        }
+    }
+    Ok((addrs, rule))
+}
+
+fn io_text(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+fn system_resolve(name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    Ok((name, port).to_socket_addrs()?.collect())
+}
+
+fn respond(mut s: &TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body.as_bytes())
+}
+
+impl Shared {
+    fn record(&self, host: &Host, port: u16, allowed: bool, reason: &str) -> Arc<Counters> {
+        let mut log = lock(&self.log);
+        let mut key = (host.to_string(), port, allowed);
+        if log.len() >= MAX_LOG && !log.contains_key(&key) {
+            key.0 = OVERFLOW.to_string();
+        }
+        let e = log.entry(key).or_insert_with(|| LogEntry {
+            reason: reason.to_string(),
+            count: 0,
+            bytes: Arc::new(Counters::default()),
+        });
+        e.count += 1;
+        e.bytes.clone()
+    }
+
+    fn deny(&self, what: &str, host: &Host, port: u16, d: &Denial) {
+        self.record(host, port, false, &d.reason);
+        let first = {
+            let mut warned = lock(&self.warned);
+            let h = host.to_string();
+            if warned.contains(&h) {
+                false
+            } else if warned.len() < MAX_LOG {
+                warned.insert(h)
+            } else {
+                if warned.insert(OVERFLOW.to_string()) && self.config.warn {
+                    eprintln!("sandbox-run: network: {MAX_LOG} hosts denied; further denials are not printed (the report counts them)");
+                }
+                false
+            }
+        };
+        if first && self.config.warn {
+            let reason = if d.reason == "not on the allow-list" {
+                format!("not on the allow-list of profile {}", self.config.profile)
+            } else {
+                d.reason.clone()
+            };
+            eprintln!(
+                "sandbox-run: network: denied {what} {host}:{port} ({reason}; {})",
+                d.fix
+            );
+        }
+    }
+
+    fn body(&self, what: &str, host: &Host, port: u16, d: &Denial) -> String {
+        format!(
+            "sandbox-run: network: denied {what} {host}:{port}\n\
+             rule: {} (profile {}: the sandbox's only way out is this proxy, which allows only \
+             the hosts on its list)\n\
+             fix: {}, or add it to [network] allow in the profile\n",
+            d.reason, self.config.profile, d.fix
+        )
+    }
+}
+
+fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
+    let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let req = loop {
+        match parse_request(&buf) {
+            Ok(Some(r)) => break r,
+            Ok(None) => {}
+            Err(e) => {
+                let _ = respond(
+                    client,
+                    "400 Bad Request",
+                    &format!("sandbox-run: network: {e}\n"),
+                );
+                return;
+            }
+        }
+        match (&*client).read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n.min(MAX_HEAD + 1 - buf.len().min(MAX_HEAD))]),
+        }
+    };
+    let (host, port, what) = (&req.host, req.port, req.method.as_str());
+    let cfg = &shared.config;
+    let (addrs, rule) = match decide(&cfg.allow, host, port, system_resolve) {
+        Ok(x) => x,
+        Err(d) => {
+            shared.deny(what, host, port, &d);
+            let _ = respond(client, "403 Forbidden", &shared.body(what, host, port, &d));
+            return;
+        }
+    };
+    let upstream = match connect(&addrs) {
+        Ok(u) => u,
+        Err(e) => {
+            shared.record(host, port, true, &format!("allow-list: {rule}"));
+            let _ = respond(
+                client,
+                "502 Bad Gateway",
+                &format!(
+                    "sandbox-run: network: {what} {host}:{port} is allowed, but connecting failed: {}\n",
+                    io_text(&e)
+                ),
+            );
+            return;
+        }
+    };
+    if let Ok(u) = upstream.try_clone() {
+        if let Some(v) = lock(&shared.live).get_mut(&id) {
+            v.push(u);
+        }
+    }
+    let mut pending = buf.split_off(req.head_len);
+    match &req.forward {
+        None => {
+            if (&*client)
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+            if let Err(d) = check_tunnel(client, &upstream, host, &mut pending) {
+                shared.deny(what, host, port, &d);
+                // A fatal TLS alert, access_denied: the client is past HTTP already.
+                let _ = (&*client).write_all(&[0x15, 3, 3, 0, 2, 2, 49]);
+                return;
+            }
+        }
+        Some(head) => {
+            let mut h = head.clone();
+            h.extend_from_slice(&pending);
+            pending = h;
+        }
+    }
+    let _ = client.set_read_timeout(None);
+    let counters = shared.record(host, port, true, &format!("allow-list: {rule}"));
+    if (&upstream).write_all(&pending).is_err() {
+        return;
+    }
+    counters
+        .up
+        .fetch_add(pending.len() as u64, Ordering::Relaxed);
+    relay(client, &upstream, &counters);
+}
+
+fn connect(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::from_raw_os_error(libc::EHOSTUNREACH);
+    for a in addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// The first bytes of a tunnel: when the client speaks first and it is TLS, its ClientHello
+/// must name the CONNECT host (or no host). A server that speaks first (SSH, SMTP) is some
+/// other protocol, and passes. No timeout: a client that waits before its ClientHello is
+/// still checked ([`Proxy::stop`] ends the wait).
+fn check_tunnel(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    host: &Host,
+    pending: &mut Vec<u8>,
+) -> Result<(), Denial> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut chunk = [0u8; 4096];
+    loop {
+        match sni::parse(pending) {
+            Hello::Partial if pending.len() < sni::MAX_HELLO + 5 => {}
+            Hello::Partial => {
+                return Err(Denial {
+                    reason: "the ClientHello is too large".into(),
+                    fix: "nothing to add: this is not a TLS client the proxy can check".into(),
+                })
+            }
+            Hello::NotTls | Hello::Sni(None) => return Ok(()),
+            Hello::Sni(Some(name)) => {
+                return match Host::parse(&name) {
+                    Some(h) if &h == host => Ok(()),
+                    _ => Err(Denial {
+                        reason: format!(
+                            "the TLS server name {name:?} differs from the CONNECT host"
+                        ),
+                        fix: format!(
+                            "a tunnel reaches only the host it names: CONNECT {} instead",
+                            name.to_ascii_lowercase()
+                        ),
+                    }),
+                }
+            }
+            Hello::Malformed(why) => {
+                return Err(Denial {
+                    reason: format!("a malformed TLS ClientHello ({why})"),
+                    fix: "nothing to add: the proxy checks the server name of every TLS tunnel"
+                        .into(),
+                })
+            }
+        }
+        // Once the client has begun, only the client (a hangup of the server would wake us
+        // again and again): the server's bytes wait in its socket.
+        let mut fds = vec![PollFd::new(client.as_fd(), PollFlags::POLLIN)];
+        if pending.is_empty() {
+            fds.push(PollFd::new(upstream.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                return Err(Denial {
+                    reason: format!("the tunnel could not be checked (poll: {})", e.desc()),
+                    fix: "try again".into(),
+                })
+            }
+        }
+        let server_first = fds.get(1).is_some_and(|f| f.any().unwrap_or(false));
+        if server_first {
+            return Ok(());
+        }
+        if fds[0].any().unwrap_or(false) {
+            match (&*client).read(&mut chunk) {
+                Ok(0) | Err(_) => return Ok(()),
+                Ok(n) => pending.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
+
+/// Copy both ways until both are done: the download direction on a thread of its own, so a
+/// full buffer one way never stalls the other.
+fn relay(client: &TcpStream, upstream: &TcpStream, counters: &Arc<Counters>) {
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
+        return;
+    };
+    let k = counters.clone();
+    let down = std::thread::Builder::new()
+        .stack_size(STACK)
+        .spawn(move || copy(&u2, &c2, &k.down));
+    copy(client, upstream, &counters.up);
+    if let Ok(t) = down {
+        let _ = t.join();
+    }
+}
+
+/// One direction of a tunnel, until end-of-file (then half-close the other side) or an error
+/// (then cut both). Through a pipe with `splice(2)`: the bytes never enter our memory.
+fn copy(from: &TcpStream, to: &TcpStream, count: &AtomicU64) {
+    let done = match splice_copy(from, to, count) {
+        Ok(()) => true,
+        Err(Some(e)) if e == libc::EINVAL || e == libc::ENOSYS => read_write_copy(from, to, count),
+        Err(_) => false,
+    };
+    if done {
+        let _ = to.shutdown(Shutdown::Write);
+    } else {
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    }
+}
+
+/// `Err(Some(errno))` when splice itself is refused before any byte moved (fall back),
+/// `Err(None)` on a failure of the connection.
+fn splice_copy(from: &TcpStream, to: &TcpStream, count: &AtomicU64) -> Result<(), Option<i32>> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Some(e as i32))?;
+    // A larger pipe moves more per call; the default (64 KiB) when the user's pipe quota says
+    // no.
+    // SAFETY: fcntl on a pipe we own.
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    let errno = || {
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    let mut moved = false;
+    loop {
+        // SAFETY: splice between fds we own, no offsets.
+        let n = unsafe {
+            libc::splice(
+                from.as_raw_fd(),
+                std::ptr::null_mut(),
+                w.as_raw_fd(),
+                std::ptr::null_mut(),
+                1 << 20,
+                libc::SPLICE_F_MOVE,
+            )
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        if n < 0 {
+            match errno() {
+                libc::EINTR => continue,
+                e if !moved && (e == libc::EINVAL || e == libc::ENOSYS) => return Err(Some(e)),
+                _ => return Err(None),
+            }
+        }
+        moved = true;
+        let mut left = n as usize;
+        while left > 0 {
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::splice(
+                    r.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    to.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    left,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if m < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            if m <= 0 {
+                return Err(None);
+            }
+            left -= m as usize;
+            count.fetch_add(m as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The plain copy, where splice is not available. `true` at end-of-file.
+fn read_write_copy(from: &TcpStream, to: &TcpStream, count: &AtomicU64) -> bool {
+    let mut buf = vec![0u8; BUF];
+    loop {
+        match (&*from).read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => {
+                if (&*to).write_all(&buf[..n]).is_err() {
+                    return false;
+                }
+                count.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(b: &[u8]) -> Request {
+        parse_request(b).unwrap().unwrap()
+    }
+
+    #[test]
+    fn connect_and_absolute_form() {
+        let r = ok(b"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\nxx");
+        assert_eq!(r.method, "CONNECT");
+        assert_eq!(r.host, Host::Name("api.example.com".into()));
+        assert_eq!(r.port, 443);
+        assert_eq!(r.head_len, 67);
+        let r = ok(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n");
+        assert_eq!(r.host, Host::Ip("::1".parse().unwrap()));
+        let r = ok(b"GET http://Ex.com:8080/a?b=1#frag HTTP/1.1\r\nHost: ex.com:8080\r\nProxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n");
+        assert_eq!((r.host.to_string(), r.port), ("ex.com".into(), 8080));
+        let fwd = String::from_utf8(r.forward.unwrap()).unwrap();
+        assert_eq!(
+            fwd,
+            "GET /a?b=1 HTTP/1.1\r\nHost: ex.com:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        let r = ok(b"POST http://ex.com HTTP/1.0\r\n\r\n");
+        assert_eq!(r.port, 80);
+        assert!(String::from_utf8(r.forward.unwrap())
+            .unwrap()
+            .starts_with("POST / HTTP/1.0\r\nHost: ex.com\r\n"));
+        assert_eq!(
+            parse_request(b"CONNECT a.com:443 HTTP/1.1\r\n").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn bad_requests() {
+        for b in [
+            &b"CONNECT a.com HTTP/1.1\r\n\r\n"[..],
+            b"CONNECT a.com:0 HTTP/1.1\r\n\r\n",
+            b"CONNECT a.com:99999 HTTP/1.1\r\n\r\n",
+            b"CONNECT a.com:+443 HTTP/1.1\r\n\r\n",
+            b"CONNECT ::1:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT a@b.com:443 HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a.com\r\n\r\n",
+            b"GET https://a.com/ HTTP/1.1\r\n\r\n",
+            b"GET http://user@a.com/ HTTP/1.1\r\n\r\n",
+            b"GET http:///x HTTP/1.1\r\n\r\n",
+            b"GET http://127.1/ HTTP/1.1\r\n\r\n",
+            b"\x16\x03\x01\x00\x05hello",
+        ] {
+            assert!(
+                parse_request(b).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(b)
+            );
+        }
+        let big = vec![b'a'; MAX_HEAD + 10];
+        assert!(parse_request(&big).is_err());
+    }
+
+    fn resolver(
+        table: &'static [(&'static str, &'static str)],
+    ) -> impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>> {
+        move |n, port| {
+            Ok(table
+                .iter()
+                .filter(|(k, _)| *k == n)
+                .map(|(_, ip)| SocketAddr::new(ip.parse().unwrap(), port))
+                .collect())
+        }
+    }
+
+    #[test]
+    fn decisions() {
+        let l = AllowList::parse(&[
+            "good.example",
+            "rebind.example",
+            "local.example",
+            "127.0.0.1:8787",
+            "local.example:8787",
+            "mixed.example",
+        ])
+        .unwrap();
+        let r = resolver(&[
+            ("good.example", "93.184.216.34"),
+            ("rebind.example", "127.0.0.1"),
+            ("local.example", "127.0.0.1"),
+            ("mixed.example", "93.184.216.34"),
+            ("mixed.example", "169.254.169.254"),
+        ]);
+        let name = |n: &str| Host::Name(n.into());
+        let (a, rule) = decide(&l, &name("good.example"), 443, &r).unwrap();
+        assert_eq!(a, vec!["93.184.216.34:443".parse().unwrap()]);
+        assert_eq!(rule, "good.example");
+        let d = decide(&l, &name("other.example"), 443, &r).unwrap_err();
+        assert_eq!(d.reason, "not on the allow-list");
+        assert_eq!(d.fix, "add --allow-host other.example");
+        let d = decide(&l, &name("other.example"), 8443, &r).unwrap_err();
+        assert_eq!(d.fix, "add --allow-host other.example:8443");
+        let d = decide(&l, &name("rebind.example"), 443, &r).unwrap_err();
+        assert_eq!(
+            d.reason,
+            "rebind.example resolves to 127.0.0.1, a loopback address"
+        );
+        assert!(d.fix.ends_with("add --allow-host 127.0.0.1"), "{}", d.fix);
+        let d = decide(&l, &name("mixed.example"), 443, &r).unwrap_err();
+        assert!(
+            d.reason.contains("169.254.169.254, a link-local"),
+            "{}",
+            d.reason
+        );
+        // the literal makes the loopback address reachable, on its port only
+        assert!(decide(&l, &name("local.example"), 8787, &r).is_ok());
+        assert!(decide(&l, &name("local.example"), 443, &r).is_err());
+        assert!(decide(&l, &Host::Ip("127.0.0.1".parse().unwrap()), 8787, &r).is_ok());
+        assert!(decide(&l, &Host::Ip("127.0.0.1".parse().unwrap()), 8788, &r).is_err());
+        // resolved once, by the resolver given: what is checked is what is returned
+        let d = decide(&l, &name("good.example"), 443, |_: &str, _| {
+            Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+        })
+        .unwrap_err();
+        assert!(d.reason.starts_with("good.example does not resolve"));
+    }
+
+    /// Fuzz-style: random and mutated request heads never panic the parser, and whatever it
+    /// accepts names a host that [`Host::parse`] accepts, with a port above 0.
+    #[test]
+    fn request_parser_never_panics() {
+        use proptest::prelude::*;
+        let seeds: Vec<&[u8]> = vec![
+            b"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+            b"GET http://ex.com:8080/a?b HTTP/1.1\r\nHost: ex.com\r\nProxy-Connection: x\r\n\r\n",
+            b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n",
+        ];
+        let cfg = proptest::test_runner::Config {
+            cases: 4000,
+            ..Default::default()
+        };
+        let mut runner = proptest::test_runner::TestRunner::new(cfg);
+        let check = |b: &[u8]| {
+            if let Ok(Some(r)) = parse_request(b) {
+                assert!(r.port > 0);
+                assert!(Host::parse(&r.host.to_string()).is_some());
+                assert!(r.head_len <= b.len());
+            }
+        };
+        runner
+            .run(
+                &(
+                    0..seeds.len(),
+                    proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+                    any::<usize>(),
+                ),
+                |(s, flips, cut)| {
+                    let mut b = seeds[s].to_vec();
+                    for (i, v) in flips {
+                        let i = i % b.len();
+                        b[i] = v;
+                    }
+                    let cut = cut % (b.len() + 1);
+                    check(&b[..cut]);
+                    check(&b);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        runner
+            .run(&proptest::collection::vec(any::<u8>(), 0..300), |b| {
+                check(&b);
+                let mut v = b"CONNECT ".to_vec();
+                v.extend_from_slice(&b);
+                v.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+                check(&v);
+                let mut v = b"GET http://".to_vec();
+                v.extend_from_slice(&b);
+                v.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+                check(&v);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// The static binary's resolver reads /etc/hosts (and DNS) on the host.
+    #[test]
+    fn the_host_resolver_works_statically_linked() {
+        let a = system_resolve("localhost", 443).unwrap();
+        assert!(
+            a.iter().all(|a| a.ip().is_loopback() && a.port() == 443),
+            "{a:?}"
+        );
+        if let Ok(name) = std::env::var("SANDBOX_RUN_TEST_RESOLVE") {
+            eprintln!("{name}: {:?}", system_resolve(&name, 443));
+        }
+    }
+
+    /// An upstream on the host's loopback that records what it receives; `greeting` is sent
+    /// first (a server-first protocol) when given.
+    fn upstream(greeting: Option<&'static [u8]>) -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    if let Some(g) = greeting {
+                        let _ = s.write_all(g);
+                    }
+                    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                    let mut got = Vec::new();
+                    let _ = s.read_to_end(&mut got);
+                    let _ = tx.send(got);
+                });
+            }
+        });
+        (port, rx)
+    }
+
+    fn proxy_for(port: u16) -> (Proxy, u16) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        let allow = AllowList::parse(&[
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ])
+        .unwrap();
+        let config = Config {
+            allow,
+            profile: "test".into(),
+            warn: false,
+        };
+        (Proxy::start(l, config).unwrap(), p)
+    }
+
+    fn read_some(s: &mut TcpStream) -> Vec<u8> {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut out = Vec::new();
+        let mut b = [0u8; 4096];
+        while let Ok(n) = s.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&b[..n]);
+        }
+        out
+    }
+
+    const ALERT: [u8; 7] = [0x15, 3, 3, 0, 2, 2, 49];
+
+    /// The proxy in-process against real sockets: the ClientHello is checked however it
+    /// arrives (in the CONNECT's own packet, byte by byte with pauses), and nothing of a
+    /// refused one reaches the server.
+    #[test]
+    fn tunnels_check_the_server_name_however_it_arrives() {
+        let (port, rx) = upstream(None);
+        let (proxy, p) = proxy_for(port);
+        let connect = format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n");
+        let evil = crate::net::sni::tests::client_hello(Some("evil.example"));
+        let good = crate::net::sni::tests::client_hello(Some("localhost"));
+
+        // pipelined with the CONNECT, mismatched
+        let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        let mut b = connect.clone().into_bytes();
+        b.extend_from_slice(&evil);
+        c.write_all(&b).unwrap();
+        let got = read_some(&mut c);
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+        assert!(got.ends_with(&ALERT), "{got:?}");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), b"");
+
+        // byte by byte, mismatched, then matching
+        for (hello, allowed) in [(&evil, false), (&good, true)] {
+            let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+            c.write_all(connect.as_bytes()).unwrap();
+            for (i, byte) in hello.iter().enumerate() {
+                c.write_all(&[*byte]).unwrap();
+                if i % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            c.shutdown(Shutdown::Write).unwrap();
+            let got = read_some(&mut c);
+            let to_server = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            if allowed {
+                assert_eq!(&to_server, hello);
+                assert_eq!(got, b"HTTP/1.1 200 Connection established\r\n\r\n");
+            } else {
+                assert_eq!(to_server, b"");
+                assert!(got.ends_with(&ALERT), "{got:?}");
+            }
+        }
+        let log = proxy.stop();
+        let denied = log.iter().find(|c| !c.allowed).unwrap();
+        assert_eq!((denied.count, denied.port), (2, port));
+        assert!(
+            denied.reason.contains("\"evil.example\" differs"),
+            "{}",
+            denied.reason
+        );
+        let allowed = log.iter().find(|c| c.allowed).unwrap();
+        assert_eq!(allowed.bytes_up, good.len() as u64);
+    }
+
+    /// A server that speaks first is another protocol: its tunnel passes unchecked. Plain
+    /// HTTP is rewritten to origin form, one request per connection.
+    #[test]
+    fn server_first_tunnels_and_plain_http() {
+        let (port, rx) = upstream(Some(b"SSH-2.0-stub\r\n"));
+        let (proxy, p) = proxy_for(port);
+        let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        write!(c, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        c.write_all(b"SSH-2.0-client\r\n").unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        let got = read_some(&mut c);
+        assert!(got.ends_with(b"SSH-2.0-stub\r\n"), "{got:?}");
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+            b"SSH-2.0-client\r\n"
+        );
+
+        let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        write!(
+            c,
+            "GET http://127.0.0.1:{port}/p?q HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nProxy-Connection: keep-alive\r\n\r\n"
+        )
+        .unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        let _ = read_some(&mut c);
+        assert_eq!(
+            String::from_utf8(rx.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap(),
+            format!("GET /p?q HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+        );
+        // off the list: a 403 that names the fix
+        let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        c.write_all(b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+            .unwrap();
+        let got = String::from_utf8(read_some(&mut c)).unwrap();
+        assert!(got.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{got}");
+        assert!(got.contains("fix: add --allow-host 127.0.0.1:1,"), "{got}");
+        let log = proxy.stop();
+        assert_eq!(log.len(), 2, "{log:?}");
+    }
+
+    /// A command inventing names cannot grow the supervisor's memory: the log and the set of
+    /// warned hosts stop at [`MAX_LOG`], and the rest is counted in one entry.
+    #[test]
+    fn the_log_is_bounded() {
+        let shared = Shared {
+            config: Config {
+                allow: AllowList::default(),
+                profile: "test".into(),
+                warn: false,
+            },
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            log: Mutex::new(BTreeMap::new()),
+            warned: Mutex::new(HashSet::new()),
+            live: Mutex::new(HashMap::new()),
+        };
+        let d = Denial {
+            reason: "not on the allow-list".into(),
+            fix: "x".into(),
+        };
+        for i in 0..MAX_LOG + 100 {
+            let h = Host::Name(format!("h{i}.example"));
+            shared.deny("CONNECT", &h, 443, &d);
+            shared.deny("CONNECT", &h, 443, &d);
+        }
+        let log = lock(&shared.log);
+        assert_eq!(log.len(), MAX_LOG + 1);
+        assert_eq!(log[&(OVERFLOW.to_string(), 443, false)].count, 200);
+        assert_eq!(log[&("h0.example".to_string(), 443, false)].count, 2);
+        assert_eq!(lock(&shared.warned).len(), MAX_LOG + 1);
+    }
+}
