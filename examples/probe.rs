@@ -538,6 +538,30 @@ fn unix_addr(name: &[u8], abstract_ns: bool) -> Result<(libc::sockaddr_un, libc:
 }
 
 fn unix_connect(name: &str, abstract_ns: bool) -> Outcome {
+    // A path longer than sun_path (108 bytes: a deep checkout's fixtures) is reached through
+    // its directory, opened O_PATH: `/proc/self/fd/N/NAME`.
+    let mut dir_fd = None;
+    let short;
+    let name = if !abstract_ns && name.len() >= 108 {
+        let p = std::path::Path::new(name);
+        let (Some(dir), Some(file)) = (p.parent(), p.file_name()) else {
+            return Err(usage("socket path has no directory"));
+        };
+        let fd = open(&dir.to_string_lossy(), libc::O_PATH | libc::O_DIRECTORY)?;
+        dir_fd = Some(fd);
+        short = format!("/proc/self/fd/{fd}/{}", file.to_string_lossy());
+        short.as_str()
+    } else {
+        name
+    };
+    let r = unix_connect_short(name, abstract_ns);
+    if let Some(fd) = dir_fd {
+        close(fd);
+    }
+    r
+}
+
+fn unix_connect_short(name: &str, abstract_ns: bool) -> Outcome {
     let (sun, len) = unix_addr(name.as_bytes(), abstract_ns)?;
     // SAFETY: plain socket calls; sun holds a valid address of length len.
     unsafe {

@@ -567,10 +567,12 @@ impl Runner<'_> {
             Ok(leaf) => Some(leaf),
             Err(e) => match self.profile.layers.cgroup {
                 Requirement::Required => {
-                    return Err(Fail::usage(format!(
-                        "{e} (the cgroup layer is required by profile {})",
-                        self.profile.name
-                    )))
+                    let facts = crate::advice::Facts::probe();
+                    return Err(Fail::usage(crate::advice::cgroup_refusal(
+                        &e,
+                        self.profile,
+                        &facts,
+                    )));
                 }
                 Requirement::BestEffort => {
                     tracing::debug!("{e}");

@@ -20,6 +20,10 @@ pub struct Check {
     pub found: String,
     /// The command or setting that fixes it, when not ok.
     pub fix: Option<String>,
+    /// When there is more than one way: each fix that works on this host, safest first
+    /// (`fix` then lists them all on one line).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fixes: Vec<String>,
 }
 
 /// What doctor says about one profile.
@@ -61,6 +65,7 @@ fn check(key: &'static str, ok: bool, found: impl Into<String>, fix: Option<Stri
         ok,
         found: found.into(),
         fix: if ok { None } else { fix },
+        fixes: Vec::new(),
     }
 }
 
@@ -348,13 +353,31 @@ pub fn diagnose() -> Diagnosis {
             }
         }
         Err(e) => {
-            let fix = if root {
-                "mount cgroup2 at /sys/fs/cgroup (or the memory, cpu and pids v1 controllers)"
-                    .to_string()
-            } else {
-                "run under 'systemd-run --user --scope -p Delegate=yes sandbox-run ...' (a delegated cgroup v2 subtree)".to_string()
-            };
-            checks.push(check("cgroup", false, e.to_string(), Some(fix)));
+            // What works here, safest first; last, for each shipped profile that requires
+            // the cgroup, the profile that runs it without.
+            let needy: Vec<Profile> = BUILTIN
+                .iter()
+                .filter_map(|(name, _)| crate::profile::Loader { dirs: vec![] }.load(name).ok())
+                .filter(|p| p.layers.cgroup == Requirement::Required)
+                .collect();
+            let needy: Vec<&Profile> = needy.iter().collect();
+            let facts = crate::advice::Facts::probe();
+            let mut fixes = crate::advice::cgroup_fixes(&e, &facts, &needy);
+            if root && e.hint.is_none() {
+                fixes.insert(
+                    0,
+                    "mount cgroup2 at /sys/fs/cgroup (or the memory, cpu and pids v1 controllers)"
+                        .into(),
+                );
+            }
+            let mut c = check(
+                "cgroup",
+                false,
+                e.without_hint().to_string(),
+                Some(crate::advice::numbered(&fixes)),
+            );
+            c.fixes = fixes;
+            checks.push(c);
         }
     }
 
@@ -439,7 +462,12 @@ pub fn print(d: &Diagnosis) -> i32 {
     for c in &d.checks {
         let mark = if c.ok { "ok  " } else { "FAIL" };
         println!("{mark} {:<12} {}", c.key, c.found);
-        if let Some(f) = &c.fix {
+        if !c.fixes.is_empty() {
+            println!("     {:<12} fix, safest first:", "");
+            for (i, f) in c.fixes.iter().enumerate() {
+                println!("     {:<12} {}) {f}", "", i + 1);
+            }
+        } else if let Some(f) = &c.fix {
             println!("     {:<12} fix: {f}", "");
         }
     }

@@ -1,6 +1,7 @@
 //! sandbox-run: a deny-by-default policy gate in front of a kernel-confined child.
 //! See `DESIGN.md` (shared) for the contracts and the architecture.
 
+pub mod advice;
 pub mod app;
 pub mod cli;
 pub mod doctor;

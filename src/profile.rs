@@ -557,15 +557,19 @@ impl Loader {
         if let Some(p) = std::env::var_os("SANDBOX_RUN_PROFILE_PATH") {
             dirs.extend(std::env::split_paths(&p).filter(|d| d.is_absolute()));
         }
-        let config = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-        if let Some(c) = config {
-            dirs.push(c.join("sandbox-run/profiles"));
-        }
+        dirs.extend(Loader::user_dir());
         dirs.push(PathBuf::from("/etc/sandbox-run/profiles"));
         Loader { dirs }
+    }
+
+    /// The caller's own profile directory: `$XDG_CONFIG_HOME/sandbox-run/profiles`, else
+    /// `~/.config/sandbox-run/profiles`.
+    pub fn user_dir() -> Option<PathBuf> {
+        std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|c| c.join("sandbox-run/profiles"))
     }
 
     /// Every place a NAME could come from, in lookup order.

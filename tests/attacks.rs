@@ -609,7 +609,9 @@ fn abstract_unix_socket_of_the_host_is_unreachable() {
 /// A pathname unix socket of the host (outside the repo) does not exist inside, also with
 /// `--net host`. Controls: the probe connects to it on the host, and inside the sandbox to a
 /// host socket placed in the repo bound as it is (a read-write repo with a disk cap is a
-/// copy-on-write layer, whose socket files lead nowhere).
+/// copy-on-write layer, whose socket files lead nowhere). Both paths are longer than
+/// `sun_path` (108 bytes), as in a deep checkout, wherever this one is: they are bound and
+/// reached through their directories.
 #[test]
 fn pathname_unix_socket_of_the_host_is_not_visible() {
     if !sandbox_works() {
@@ -617,11 +619,14 @@ fn pathname_unix_socket_of_the_host_is_not_visible() {
     }
     let f = Fixture::new("unix");
     let repo = f.repo("repo");
-    std::fs::create_dir_all(f.path("sock")).unwrap();
-    let host_sock = f.path("sock/host.sock");
-    let _l = std::os::unix::net::UnixListener::bind(&host_sock).unwrap();
-    let repo_sock = repo.join("ctl.sock");
-    let _l2 = std::os::unix::net::UnixListener::bind(&repo_sock).unwrap();
+    let deep = "a-directory-name-long-enough-to-push-any-socket-path-in-it-past-108-bytes";
+    std::fs::create_dir_all(f.path("sock").join(deep)).unwrap();
+    std::fs::create_dir_all(repo.join(deep)).unwrap();
+    let host_sock = f.path("sock").join(deep).join("host.sock");
+    let _l = bind_unix(&host_sock);
+    let repo_sock = repo.join(deep).join("ctl.sock");
+    let _l2 = bind_unix(&repo_sock);
+    assert!(host_sock.as_os_str().len() > 108 && repo_sock.as_os_str().len() > 108);
     let p = f.profile(&Spec::default().repo("rw").disk("off"));
 
     host_probe(&["unix-connect", host_sock.to_str().unwrap()]).assert_ok();

@@ -323,7 +323,7 @@ fn socket_kinds_outside_the_allow_list_are_refused() {
         .assert_errno(&[libc::ECONNREFUSED, libc::EACCES]);
     run_probe(&p, &repo, &none, &["udp-send", "127.0.0.1:9"]).assert_ok();
     let sock = repo.join("s.sock");
-    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let _l = bind_unix(&sock);
     // (bound as it is: a copy-on-write repo's socket files lead nowhere)
     let rw = f.profile(&Spec::default().repo("rw").disk("off"));
     run_probe(&rw, &repo, &none, &["unix-connect", s(&sock)]).assert_ok();

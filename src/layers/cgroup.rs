@@ -255,6 +255,42 @@ impl Error {
         self.hint = Some(hint.into());
         self
     }
+
+    /// Which kind of fix this failure calls for (`crate::advice` turns it into the steps that
+    /// work on the host at hand).
+    pub fn remedy(&self) -> Remedy {
+        match self.hint.as_deref() {
+            Some(HINT_DELEGATE) => Remedy::DelegateV2,
+            Some(HINT_USER_CONTROLLERS) => Remedy::UserControllers,
+            Some(HINT_V1_ROOTLESS) => Remedy::V1Rootless,
+            Some(HINT_READ_ONLY) => Remedy::ReadOnly,
+            _ => Remedy::Other,
+        }
+    }
+
+    /// The same failure without its fix (for callers that give their own).
+    pub fn without_hint(&self) -> Error {
+        Error {
+            hint: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// What kind of fix a cgroup failure calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// cgroup v2 has the controllers, but no subtree is delegated to this uid.
+    DelegateV2,
+    /// A delegated cgroup v2 subtree lacks controllers (systemd delegates only some).
+    UserControllers,
+    /// Not root, and the controllers are on cgroup v1 (v1 or hybrid host): v1 cannot be
+    /// delegated safely.
+    V1Rootless,
+    /// The cgroup filesystem is mounted read-only.
+    ReadOnly,
+    /// Anything else (see the error's own hint, if any).
+    Other,
 }
 
 /// `Permission denied`, without std's ` (os error 13)`.

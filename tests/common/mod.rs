@@ -936,3 +936,27 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A unix socket listening at `path`, however long: a path that does not fit in `sun_path`
+/// (108 bytes, e.g. a fixture of a deep checkout) is bound through its directory, opened
+/// `O_PATH`, as `/proc/self/fd/N/NAME` (the probe's `unix-connect` connects the same way).
+pub fn bind_unix(path: &Path) -> std::os::unix::net::UnixListener {
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < 108 {
+        return std::os::unix::net::UnixListener::bind(path)
+            .unwrap_or_else(|e| panic!("bind {}: {e}", path.display()));
+    }
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(path.parent().unwrap())
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    use std::os::fd::AsRawFd;
+    let short = format!(
+        "/proc/self/fd/{}/{}",
+        dir.as_raw_fd(),
+        path.file_name().unwrap().to_string_lossy()
+    );
+    std::os::unix::net::UnixListener::bind(&short)
+        .unwrap_or_else(|e| panic!("bind {} as {short}: {e}", path.display()))
+}
