@@ -31,6 +31,8 @@ fn sandbox(base: &Path) -> Command {
 /// Processes whose command line contains `marker` (other than ourselves).
 fn survivors(marker: &str) -> Vec<String> {
     let me = std::process::id().to_string();
+    // Only this checkout's processes: another checkout's tests may run the same probe line.
+    let ours = probe().display().to_string();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -39,7 +41,7 @@ fn survivors(marker: &str) -> Vec<String> {
         }
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(marker) {
+            if cmd.contains(marker) && cmd.contains(&ours) {
                 out.push(format!("{name}: {cmd}"));
             }
         }
