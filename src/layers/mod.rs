@@ -59,6 +59,7 @@ pub enum Step {
     GitCopyBack,
     UserLimits,
     CopyBack,
+    Home,
 }
 
 impl Step {
@@ -101,6 +102,7 @@ impl Step {
         Step::GitCopyBack,
         Step::UserLimits,
         Step::CopyBack,
+        Step::Home,
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,6 +145,7 @@ impl Step {
             Step::GitCopyBack => "git: copy back HEAD, index and friends",
             Step::UserLimits => "namespaces: per-user limits",
             Step::CopyBack => "repo: copy back the run's changes",
+            Step::Home => "home: write $HOME/.gitconfig",
         }
     }
 
