@@ -29,6 +29,9 @@ pub struct Plan {
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
     pub ids: Ids,
+    /// A root workload's uid and gid inside its user namespace (`[process] uid_inside`).
+    #[serde(default)]
+    pub root_inside: u32,
     /// Why these ids (`-v`).
     #[serde(default)]
     pub ids_why: String,
@@ -446,7 +449,13 @@ pub fn build(
         repo_mode,
         cwd: ws.cwd.clone(),
         ids,
-        ids_why,
+        ids_why: match (ids.uid, namespaces, profile.process.uid_inside) {
+            (0, true, n) if n != 0 => {
+                format!("{ids_why}; uid {n} inside (process.uid_inside), root on the host")
+            }
+            _ => ids_why,
+        },
+        root_inside: profile.process.uid_inside,
         namespaces,
         scratch,
         home,
