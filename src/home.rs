@@ -101,10 +101,20 @@ pub fn location(
 /// a directory owned by `uid`; the last is made 0700.
 pub fn ensure(base: &Path, below: &[String], uid: u32, gid: u32) -> Result<PathBuf, String> {
     let fail = |p: &Path, what: String| format!("home {}: {what}", p.display());
+    let me = nix::unistd::geteuid().as_raw();
+    // The caller's own `$XDG_STATE_HOME` is made when missing, as any program of the caller
+    // would; another user's home must exist.
+    if me == uid && std::fs::symlink_metadata(base).is_err() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(base)
+            .map_err(|e| fail(base, e.to_string()))?;
+    }
     let base = std::fs::canonicalize(base).map_err(|e| fail(base, e.to_string()))?;
     let mut tree = Tree::open(&base).map_err(|e| fail(&base, e.to_string()))?;
     let mut path = base.clone();
-    let me = nix::unistd::geteuid().as_raw();
     let owned_from = below.len().saturating_sub(3);
     for (i, name) in below.iter().enumerate() {
         path.push(name);
