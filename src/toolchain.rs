@@ -23,7 +23,11 @@
 //! holding it (`~/.nvm/versions/node/v20`, `~/.pyenv/versions/3.12.1`,
 //! `~/.rustup/toolchains/stable-x86_64-unknown-linux-gnu`, `/opt/app`); the file itself when
 //! it sits in a `versions` directory (a native installer's `versions/1.2.3` binary); else the
-//! directory holding it (`~/.local/share/agent/versions/1.2.3`). Paths in the system
+//! directory holding it (`~/.local/share/agent/versions/1.2.3`). A place inside an npm
+//! package (`.../node_modules/NAME` or `@SCOPE/NAME`, outside the system directories) gives
+//! that package instead, and the packages it depends on ([`node_closure`]): a CLI installed
+//! with `npm install` in some `~/tools` runs, and the rest of that `node_modules` stays
+//! out. Paths in the system
 //! directories are already bound. A prefix is then classified ([`classify`]):
 //! - **refused**: `/` and top-level directories; a home directory (`$HOME`, the workload's,
 //!   root's and every regular user's from `/etc/passwd`) or anything above one; a credential

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 struct Runner {
-    f: Fixture,
+    /// Kept for its Drop (the fixture's directory goes with it).
+    _f: Fixture,
     workspace: PathBuf,
     temp: PathBuf,
     tools: PathBuf,
@@ -38,7 +39,7 @@ impl Runner {
             std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         Runner {
-            f,
+            _f: f,
             workspace,
             temp,
             tools,
