@@ -27,6 +27,12 @@ impl Runner {
         let workspace = f.path("work/repo/repo");
         std::fs::create_dir_all(&workspace).unwrap();
         std::fs::write(workspace.join("README.md"), "the checked-out repo\n").unwrap();
+        // what actions/checkout leaves: a git dir, so the workspace is the git top level
+        for d in [".git/objects", ".git/refs/heads"] {
+            std::fs::create_dir_all(workspace.join(d)).unwrap();
+        }
+        std::fs::write(workspace.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(workspace.join(".git/config"), GIT_CONFIG).unwrap();
         let temp = f.path("runner/_temp");
         std::fs::create_dir_all(temp.join("_runner_file_commands")).unwrap();
         let tools = f.path("runner/_tool");
