@@ -60,6 +60,12 @@ impl Runner {
     /// Run one step as the runner does: the script written to `$RUNNER_TEMP/<id>.sh`, then
     /// `sandbox-run --profile github-actions -- bash -e <script>` from the workspace.
     fn step(&self, n: u32, script: &str) -> Run {
+        self.step_with(n, "bash", None, script)
+    }
+
+    /// [`Runner::step`] with the shell line's program `shell`, and `prepend` in front of PATH
+    /// (what the runner does with the lines earlier steps wrote to `GITHUB_PATH`).
+    fn step_with(&self, n: u32, shell: &str, prepend: Option<&Path>, script: &str) -> Run {
         let id = format!("step-{n}-4b5e9c1a");
         let path = self.temp.join(format!("{id}.sh"));
         std::fs::write(&path, script).unwrap();
@@ -70,7 +76,7 @@ impl Runner {
             ("GITHUB_STEP_SUMMARY", format!("step_summary_{id}")),
         ];
         let mut c = Command::new(BIN);
-        c.args(["--profile", "github-actions", "--", "bash", "-e"])
+        c.args(["--profile", "github-actions", "--", shell, "-e"])
             .arg(&path)
             .current_dir(&self.workspace)
             .env_remove("SANDBOX_RUN_PROFILE_PATH")
@@ -91,6 +97,10 @@ impl Runner {
             .env("RUNNER_TEMP", &self.temp)
             .env("RUNNER_TOOL_CACHE", &self.tools)
             .stdin(std::process::Stdio::null());
+        if let Some(dir) = prepend {
+            let path = std::env::var("PATH").unwrap_or_default();
+            c.env("PATH", format!("{}:{path}", dir.display()));
+        }
         for (k, file) in &files {
             let p = self.file_command(file);
             std::fs::write(&p, "").unwrap();
@@ -228,4 +238,27 @@ fn a_step_with_a_virtualenv_and_java() {
     } else {
         skip_tool("no JDK (javac and java)");
     }
+}
+
+/// A step can put a directory in front of the next steps' PATH (`GITHUB_PATH`), so a bare
+/// `bash` on the next shell line may be a program the step planted (in `$RUNNER_TEMP`,
+/// which it may write). With the recommended line (`-- /usr/bin/bash -e {0}`, allowed by the
+/// profile's `gate.paths`) the next step's shell is the system's. Control: with a bare
+/// `bash` the planted one runs (inside the sandbox: still confined).
+#[test]
+fn a_shell_planted_on_the_path_is_not_the_next_steps_shell_by_absolute_path() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-planted");
+    let plant = "mkdir -p \"$RUNNER_TEMP/evil\"\nprintf '#!/usr/bin/bash\\necho PLANTED-SHELL-RAN\\n' > \"$RUNNER_TEMP/evil/bash\"\nchmod +x \"$RUNNER_TEMP/evil/bash\"\n";
+    r.step(1, plant).assert_code(0);
+    let evil = r.temp.join("evil");
+    assert!(evil.join("bash").exists());
+    let out = r.step_with(2, "/usr/bin/bash", Some(&evil), "echo real shell\n");
+    out.assert_code(0);
+    assert!(out.stdout.contains("real shell"), "{out}");
+    assert!(!out.stdout.contains("PLANTED"), "{out}");
+    let out = r.step_with(3, "bash", Some(&evil), "echo real shell\n");
+    assert!(out.stdout.contains("PLANTED-SHELL-RAN"), "control: {out}");
 }
