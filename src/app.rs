@@ -156,7 +156,7 @@ fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
                     .load(&name)
                     .map(|p| p.description)
                     .unwrap_or_else(|e| format!("(invalid: {e})"));
-                println!("{name:<12} {src:<40} {desc}");
+                println!("{name:<14} {src:<40} {desc}");
             }
         }
         ProfilesAction::Show { name } => {
