@@ -359,6 +359,36 @@ mod tests {
         assert_eq!(user_values(&t), vec![("name".into(), "A \"q\" \\".into())]);
     }
 
+    /// Root making another user's kept home: every directory it makes is that user's, and a
+    /// link the user planted on the way is refused, not followed (root only).
+    #[test]
+    fn root_makes_another_users_home_without_following_links() {
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let base = std::env::temp_dir().join(format!("sandbox-run-home-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let user = base.join("alice");
+        std::fs::create_dir_all(&user).unwrap();
+        std::os::unix::fs::chown(&user, Some(4321), Some(4321)).unwrap();
+        let (_, below) = location(4321, 0, |_| None, Some(user.clone()), "ci").unwrap();
+        let dir = ensure(&user, &below, 4321, 4321).unwrap();
+        assert_eq!(dir, user.join(".local/state/sandbox-run/home/ci"));
+        for d in dir.ancestors().take_while(|d| *d != user) {
+            assert_eq!(std::fs::metadata(d).unwrap().uid(), 4321, "{}", d.display());
+        }
+        // the user swaps .local/state for a link to a directory of root's
+        let roots = base.join("roots");
+        std::fs::create_dir_all(&roots).unwrap();
+        std::fs::remove_dir_all(user.join(".local/state")).unwrap();
+        std::os::unix::fs::symlink(&roots, user.join(".local/state")).unwrap();
+        let e = ensure(&user, &below, 4321, 4321).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
+        assert_eq!(std::fs::read_dir(&roots).unwrap().count(), 0);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn location_is_the_users_own() {
         let env = |k: &str| match k {
