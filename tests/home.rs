@@ -434,8 +434,13 @@ fn codex_bin() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("SANDBOX_RUN_TEST_CODEX") {
         return Some(PathBuf::from(d));
     }
+    // one installed by an earlier run (the root run's, for the rootless one), else install
     let dir = test_base().join("codex-npm");
     let bin = dir.join("node_modules/.bin");
+    let earlier = Path::new(env!("CARGO_TARGET_TMPDIR")).join("codex-npm/node_modules/.bin");
+    if !bin.join("codex").exists() && earlier.join("codex").exists() {
+        return Some(earlier);
+    }
     if !bin.join("codex").exists() {
         std::fs::create_dir_all(&dir).ok()?;
         let mut c = Command::new("npm");
@@ -447,7 +452,10 @@ fn codex_bin() -> Option<PathBuf> {
         if r.code != Some(0) {
             skip_tool(&format!(
                 "@openai/codex could not be installed with npm (registry unreachable?): {}",
-                r.stderr.lines().last().unwrap_or("")
+                r.stderr
+                    .lines()
+                    .find(|l| l.contains("npm error"))
+                    .unwrap_or("")
             ));
             return None;
         }
