@@ -43,6 +43,7 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
             json,
             requirements_md,
         } => Ok(doctor(json, requirements_md)),
+        Command::Home { profile } => home_command(&profile),
         Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
     }
 }
@@ -126,6 +127,26 @@ pub fn verdict_line(v: &policy::Verdict) -> String {
     }
 }
 
+/// `sandbox-run home PROFILE`: the caller's kept home for PROFILE, made when missing.
+fn home_command(name: &str) -> Result<i32, Fail> {
+    let p = load_profile(name)?;
+    let (uid, gid) = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let (base, below) = crate::home::location(
+        uid,
+        uid,
+        |k| std::env::var(k).ok(),
+        crate::home::passwd_home(uid),
+        &p.name,
+    )
+    .map_err(Fail::usage)?;
+    let dir = crate::home::ensure(&base, &below, uid, gid).map_err(Fail::usage)?;
+    println!("{}", dir.display());
+    Ok(0)
+}
+
 fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
     let loader = Loader::from_env();
     match action {
@@ -135,7 +156,7 @@ fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
                     .load(&name)
                     .map(|p| p.description)
                     .unwrap_or_else(|e| format!("(invalid: {e})"));
-                println!("{name:<12} {src:<40} {desc}");
+                println!("{name:<14} {src:<40} {desc}");
             }
         }
         ProfilesAction::Show { name } => {
@@ -200,6 +221,10 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             pids: args.pids,
             env: args.env.clone(),
             keep_env: args.keep_env.clone(),
+            home: args.home.map(|h| match h {
+                crate::cli::HomeArg::Tmp => crate::profile::HomeMode::Tmp,
+                crate::cli::HomeArg::Persist => crate::profile::HomeMode::Persist,
+            }),
             keep_paths: rep.keep_paths(&ws),
             carry: None,
         },

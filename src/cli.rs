@@ -42,6 +42,12 @@ pub enum Command {
         #[arg(long, hide = true)]
         requirements_md: bool,
     },
+    /// Print (making it when missing) the directory kept as `$HOME` for PROFILE under
+    /// `--home persist` or `[filesystem] home = "persist"`, so credentials can be put there once.
+    Home {
+        /// Profile name or path to a .toml file.
+        profile: String,
+    },
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {
         #[command(subcommand)]
@@ -103,6 +109,14 @@ pub enum NetArg {
     Host,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HomeArg {
+    /// A private tmpfs, gone after the run.
+    Tmp,
+    /// A directory sandbox-run keeps per user and profile (`sandbox-run home PROFILE`).
+    Persist,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -142,6 +156,10 @@ pub struct RunArgs {
     /// only as written). On a profile without network this switches to `filtered`.
     #[arg(long = "allow-host", value_name = "PATTERN")]
     pub allow_host: Vec<String>,
+    /// `$HOME`: `tmp` (gone after the run) or `persist` (kept per user and profile; overrides
+    /// the profile).
+    #[arg(long, value_enum)]
+    pub home: Option<HomeArg>,
     /// Set a variable in the command's environment (repeatable). Code-loading variables such as
     /// NODE_OPTIONS or LD_PRELOAD are refused.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_key_value)]

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod doctor;
 pub mod explain;
 pub mod gene;
+pub mod home;
 pub mod hostfs;
 pub mod launcher;
 pub mod layers;

@@ -6,7 +6,7 @@
 
 use crate::layers::{env, git, landlock, mounts, ns, ns::Ids, rlimits, seccomp};
 use crate::policy::Verdict;
-use crate::profile::{NetMode, Profile, RepoMode, Requirement};
+use crate::profile::{HomeMode, NetMode, Profile, RepoMode, Requirement};
 use crate::toolchain;
 use crate::workspace::Workspace;
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,9 @@ pub struct Plan {
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
     pub ids: Ids,
+    /// A root workload's uid and gid inside its user namespace (`[process] uid_inside`).
+    #[serde(default)]
+    pub root_inside: u32,
     /// Why these ids (`-v`).
     #[serde(default)]
     pub ids_why: String,
@@ -41,6 +44,12 @@ pub struct Plan {
     /// namespaces; the caller removes it after the run ([`remove_scratch`]).
     pub scratch: Option<PathBuf>,
     pub home: PathBuf,
+    /// `home = "persist"`: the host directory kept as `$HOME` ([`crate::home`]).
+    #[serde(default)]
+    pub home_kept: Option<PathBuf>,
+    /// What pid 1 writes as `$HOME/.gitconfig` (the caller's git identity only).
+    #[serde(default)]
+    pub gitconfig: Option<String>,
     pub hostname: String,
     pub net: NetMode,
     /// The proxy's allow-list under `--net filtered`: the profile's, then `--allow-host`'s.
@@ -83,6 +92,8 @@ pub struct Overrides {
     pub pids: Option<u64>,
     pub env: Vec<(String, String)>,
     pub keep_env: Vec<String>,
+    /// `--home`: overrides the profile's `[filesystem] home`.
+    pub home: Option<HomeMode>,
     /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
     pub keep_paths: Vec<PathBuf>,
     /// A gene's carried layer: the copy-on-write repo's changes, saved here after each command
@@ -175,6 +186,19 @@ pub fn build(
         Requirement::BestEffort => ns::available(ids).is_ok(),
     };
     let (user, mut home) = user_and_home(ids, host);
+    let home_kept = match o.home.unwrap_or(profile.filesystem.home) {
+        HomeMode::Tmp => None,
+        HomeMode::Persist => {
+            let (base, below) = crate::home::location(
+                ids.uid,
+                host.euid,
+                |k| host.var(k).map(String::from),
+                crate::home::passwd_home(ids.uid),
+                &profile.name,
+            )?;
+            Some(crate::home::ensure(&base, &below, ids.uid, ids.gid)?)
+        }
+    };
     let path = crate::app::sandbox_path_from(profile, host.var("PATH"));
 
     // Landlock: required means the kernel must have it at the profile's minimum ABI.
@@ -233,6 +257,8 @@ pub fn build(
         }
     }
     let system_ro = expand_globs(&fs.system_ro);
+    let extra_ro = env_paths(&fs.extra_ro, host, "extra_ro")?;
+    let extra_rw = env_paths(&fs.extra_rw, host, "extra_rw")?;
     let toolchains = if fs.toolchains {
         let names: Vec<&str> = profile
             .gate
@@ -269,6 +295,14 @@ pub fn build(
     } else {
         None
     };
+    // The other modes: the git dirs a linked worktree's `.git` file leads to lie outside the
+    // repo; without them git inside finds no repository. Shown read-only (`ro`) or
+    // copy-on-write (`overlay`), as the repo is.
+    let git_outside: Vec<PathBuf> = if repo_mode == RepoMode::Rw {
+        Vec::new()
+    } else {
+        git_dirs_outside(&ws.repo)
+    };
     let ops = if !namespaces {
         Vec::new()
     } else {
@@ -277,12 +311,14 @@ pub fn build(
             repo_mode: fs.repo,
             git: git.as_ref(),
             system_ro: &system_ro,
-            extra_ro: &fs.extra_ro,
-            extra_rw: &fs.extra_rw,
+            extra_ro: &extra_ro,
+            extra_rw: &extra_rw,
             toolchains: &toolchains.binds,
             hide: &toolchains.hide_ops(),
             sys: &fs.sys,
             home: &home,
+            home_from: home_kept.as_deref(),
+            git_outside: &git_outside,
             tmp_size: fs.tmp_size.0,
             disk: disk_cap(profile, repo_mode, host, &mut degraded),
             carry: o.carry.as_deref(),
@@ -298,7 +334,7 @@ pub fn build(
         None
     } else {
         let dir = make_scratch(ids)?;
-        home = dir.join("home");
+        home = home_kept.clone().unwrap_or_else(|| dir.join("home"));
         Some(dir)
     };
     let ports = port_rules_apply(namespaces, net);
@@ -314,7 +350,7 @@ pub fn build(
         if !namespaces && !toolchains.hides.is_empty() {
             read_exec = toolchain::carve(&read_exec, &toolchains.hides);
         }
-        read_exec.extend(existing(&fs.extra_ro));
+        read_exec.extend(existing(&extra_ro));
         // Inside the new root /tmp, $HOME and /dev/shm are private tmpfs mounts; without it
         // they would be the host's, and the run gets its scratch dir instead.
         let mut read_write = match &scratch {
@@ -323,14 +359,19 @@ pub fn build(
                 home.clone(),
                 PathBuf::from("/dev/shm"),
             ],
-            Some(dir) => vec![dir.clone()],
+            Some(dir) => vec![dir.clone(), home.clone()],
         };
-        read_write.extend(fs.extra_rw.iter().cloned());
+        read_write.extend(extra_rw.iter().cloned());
         // The views of git dirs outside the repo (a linked worktree's common dir).
         if namespaces {
             if let Some(g) = &git {
                 read_write.extend(g.dirs.iter().filter(|d| !d.starts_with(&ws.repo)).cloned());
             }
+        }
+        match repo_mode {
+            RepoMode::Ro => read_exec.extend(git_outside.iter().cloned()),
+            RepoMode::Overlay if namespaces => read_write.extend(git_outside.iter().cloned()),
+            _ => {}
         }
         match repo_mode {
             RepoMode::Ro => read_exec.push(ws.repo.clone()),
@@ -426,10 +467,21 @@ pub fn build(
         repo_mode,
         cwd: ws.cwd.clone(),
         ids,
-        ids_why,
+        ids_why: match (ids.uid, namespaces, profile.process.uid_inside) {
+            (0, true, n) if n != 0 => {
+                format!("{ids_why}; uid {n} inside (process.uid_inside), root on the host")
+            }
+            _ => ids_why,
+        },
+        root_inside: profile.process.uid_inside,
         namespaces,
         scratch,
         home,
+        home_kept,
+        gitconfig: crate::home::gitconfig_text(&crate::home::git_identity(
+            host.var("HOME"),
+            host.var("XDG_CONFIG_HOME"),
+        )),
         hostname: profile.process.hostname.clone(),
         net,
         network_allow,
@@ -480,6 +532,64 @@ pub fn expand_globs(list: &[PathBuf]) -> Vec<PathBuf> {
         out.extend(found);
     }
     out
+}
+
+/// The git dirs outside `repo` that its `.git` file leads to (a linked worktree's common dir,
+/// which holds its private one), outermost only; none when the layout is one the read-write
+/// modes would refuse ([`git::discover`]): git then fails inside as it would have.
+fn git_dirs_outside(repo: &Path) -> Vec<PathBuf> {
+    let Ok(found) = git::discover(repo, &[], &[]) else {
+        return Vec::new();
+    };
+    let outside: Vec<PathBuf> = found
+        .dirs
+        .into_iter()
+        .filter(|d| !d.starts_with(repo))
+        .collect();
+    outside
+        .iter()
+        .filter(|d| !outside.iter().any(|o| o != *d && d.starts_with(o)))
+        .cloned()
+        .collect()
+}
+
+/// The variable an `extra_ro`/`extra_rw` entry names: `$NAME`, the whole entry.
+pub fn env_path_name(p: &Path) -> Option<&str> {
+    let n = p.to_str()?.strip_prefix('$')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some(n)
+}
+
+/// `extra_ro`/`extra_rw` with each `$NAME` entry replaced by the caller's value of NAME (an
+/// unset or empty one drops the entry: `$RUNNER_TEMP` outside a runner). The value must be
+/// an absolute path of at least two components and without `..`, so `/`, `/tmp` or `/home`
+/// are never bound whole because a variable said so.
+fn env_paths(list: &[PathBuf], host: &Host, key: &str) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in list {
+        let Some(name) = env_path_name(p) else {
+            out.push(p.clone());
+            continue;
+        };
+        let Some(v) = host.var(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let v = PathBuf::from(v);
+        let normal = v
+            .components()
+            .filter(|c| matches!(c, std::path::Component::Normal(_)))
+            .count();
+        let dots = v
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+        if !v.is_absolute() || normal < 2 || dots {
+            return Err(format!(
+                "filesystem.{key}: ${name} is {:?}, not an absolute path of two components or more without '..'",
+                v.display()
+            ));
+        }
+        out.push(v);
+    }
+    Ok(out)
 }
 
 /// Does `name` match `pattern`, where `*` stands for any run of characters (none included)?

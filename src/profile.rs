@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 pub const BUILTIN: &[(&str, &str)] = &[
     ("adapter", include_str!("../profiles/adapter.toml")),
     ("ci", include_str!("../profiles/ci.toml")),
+    (
+        "github-actions",
+        include_str!("../profiles/github-actions.toml"),
+    ),
     ("validate", include_str!("../profiles/validate.toml")),
 ];
 
@@ -45,6 +49,9 @@ pub const DEFAULT_SYSTEM_RO: &[&str] = &[
     "/etc/alternatives",
     "/etc/os-release",
 ];
+
+/// [`Process::uid_inside`] when a profile names none.
+pub const DEFAULT_UID_INSIDE: u32 = 1000;
 
 /// Longest `extends` chain we follow; deeper is almost certainly a mistake.
 const MAX_EXTENDS_DEPTH: usize = 16;
@@ -76,6 +83,17 @@ pub enum NetMode {
     Filtered,
     /// The host's network namespace.
     Host,
+}
+
+/// What the sandbox's `$HOME` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HomeMode {
+    /// A private tmpfs, gone after the run.
+    Tmp,
+    /// A directory sandbox-run owns, kept across runs, per user and profile
+    /// ([`crate::home`]); never the user's real home.
+    Persist,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +138,7 @@ pub struct Filesystem {
     pub sys: Vec<PathBuf>,
     pub tmp_size: Size,
     pub dev_pts: bool,
+    pub home: HomeMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -174,6 +193,10 @@ pub struct Process {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gid: Option<u32>,
     pub hostname: String,
+    /// The uid (and gid) a workload that is root on the host has inside its user namespace:
+    /// not 0 by default, so programs that refuse to run as root run; 0 keeps root inside.
+    /// The host uid is the same either way.
+    pub uid_inside: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -231,6 +254,7 @@ struct FilesystemFile {
     sys: Option<Vec<PathBuf>>,
     tmp_size: Option<Size>,
     dev_pts: Option<bool>,
+    home: Option<HomeMode>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -281,6 +305,7 @@ struct ProcessFile {
     uid: Option<u32>,
     gid: Option<u32>,
     hostname: Option<String>,
+    uid_inside: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -313,7 +338,8 @@ impl ProfileFile {
         );
         let (c, p) = (&mut self.filesystem, &mut parent.filesystem);
         merge_fields!(
-            c, p, repo, system_ro, extra_ro, extra_rw, protect, toolchains, sys, tmp_size, dev_pts
+            c, p, repo, system_ro, extra_ro, extra_rw, protect, toolchains, sys, tmp_size, dev_pts,
+            home
         );
         let (c, p) = (&mut self.network, &mut parent.network);
         merge_fields!(c, p, mode, allow, tcp_connect, tcp_bind);
@@ -333,7 +359,7 @@ impl ProfileFile {
             landlock_min_abi
         );
         let (c, p) = (&mut self.process, &mut parent.process);
-        merge_fields!(c, p, uid, gid, hostname);
+        merge_fields!(c, p, uid, gid, hostname, uid_inside);
         let (c, p) = (&mut self.report, &mut parent.report);
         merge_fields!(c, p, capture);
     }
@@ -375,6 +401,7 @@ impl ProfileFile {
                 sys: f.sys.unwrap_or_default(),
                 tmp_size: f.tmp_size.unwrap_or(Size(512 << 20)),
                 dev_pts: f.dev_pts.unwrap_or(false),
+                home: f.home.unwrap_or(HomeMode::Tmp),
             },
             network: Network {
                 mode: n.mode.unwrap_or(NetMode::None),
@@ -410,6 +437,7 @@ impl ProfileFile {
                 uid: p.uid,
                 gid: p.gid,
                 hostname: p.hostname.unwrap_or_else(|| "sandbox".into()),
+                uid_inside: p.uid_inside.unwrap_or(DEFAULT_UID_INSIDE),
             },
             report: Report {
                 capture: self.report.capture.unwrap_or(false),
@@ -462,10 +490,22 @@ impl Profile {
             ("filesystem.extra_rw", &self.filesystem.extra_rw),
             ("filesystem.sys", &self.filesystem.sys),
         ] {
-            if let Some(p) = list.iter().find(|p| !p.is_absolute()) {
+            // extra_ro and extra_rw may also name a caller's variable (`$RUNNER_TEMP`).
+            let var = |p: &PathBuf| {
+                key.starts_with("filesystem.extra_") && crate::plan::env_path_name(p).is_some()
+            };
+            if let Some(p) = list.iter().find(|p| !p.is_absolute() && !var(p)) {
                 return bad(
                     key,
-                    &format!("entry {:?} must be an absolute path", p.display()),
+                    &format!(
+                        "entry {:?} must be an absolute path{}",
+                        p.display(),
+                        if key.starts_with("filesystem.extra_") {
+                            " or $NAME"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
             }
         }

@@ -23,7 +23,11 @@
 //! holding it (`~/.nvm/versions/node/v20`, `~/.pyenv/versions/3.12.1`,
 //! `~/.rustup/toolchains/stable-x86_64-unknown-linux-gnu`, `/opt/app`); the file itself when
 //! it sits in a `versions` directory (a native installer's `versions/1.2.3` binary); else the
-//! directory holding it (`~/.local/share/agent/versions/1.2.3`). Paths in the system
+//! directory holding it (`~/.local/share/agent/versions/1.2.3`). A place inside an npm
+//! package (`.../node_modules/NAME` or `@SCOPE/NAME`, outside the system directories) gives
+//! that package instead, and the packages it depends on ([`node_closure`]): a CLI installed
+//! with `npm install` in some `~/tools` runs, and the rest of that `node_modules` stays
+//! out. Paths in the system
 //! directories are already bound. A prefix is then classified ([`classify`]):
 //! - **refused**: `/` and top-level directories; a home directory (`$HOME`, the workload's,
 //!   root's and every regular user's from `/etc/passwd`) or anything above one; a credential
@@ -500,6 +504,14 @@ pub fn discover(i: &Input) -> Toolchains {
             continue;
         }
         for hop in &hops {
+            // A place inside an npm package outside the system directories (a CLI installed
+            // under some `node_modules`): the package and the packages it depends on.
+            if !in_system(hop) {
+                if let Some(pkg) = node_package(hop) {
+                    wanted.extend(node_closure(&pkg, &mut trust));
+                    continue;
+                }
+            }
             let pre = prefix(hop);
             if in_system(&pre) || in_system(hop) {
                 system_prefixes.push(pre);
@@ -614,6 +626,93 @@ pub fn discover(i: &Input) -> Toolchains {
     hides.sort();
     hides.dedup();
     Toolchains { binds, hides }
+}
+
+/// The npm package a path lies in: `.../node_modules/NAME` or `.../node_modules/@SCOPE/NAME`
+/// (the innermost), when the path is below it; `None` elsewhere and for `node_modules/.bin`
+/// (a directory of links, bound as a prefix).
+pub fn node_package(p: &Path) -> Option<PathBuf> {
+    let parts: Vec<Component> = p.components().collect();
+    let at = parts
+        .iter()
+        .rposition(|c| c.as_os_str() == "node_modules")?;
+    let name = parts.get(at + 1)?.as_os_str().to_str()?;
+    let len = if name.starts_with('@') { 3 } else { 2 };
+    if name.starts_with('.') || parts.len() <= at + len {
+        return None;
+    }
+    Some(parts[..at + len].iter().collect())
+}
+
+/// Bounds on an npm package's dependency closure.
+const NODE_MAX_PACKAGES: usize = 4096;
+const NODE_PACKAGE_JSON_MAX: u64 = 1 << 20;
+
+/// The npm package `pkg` and every package it needs at run time (`dependencies`,
+/// `optionalDependencies`, `peerDependencies`, recursively), each found as Node finds it: in
+/// `node_modules` of the package itself, then of each directory above it up to the one that
+/// holds the outermost `node_modules`. So a CLI under `~/tools/node_modules` gets its own
+/// package and its dependencies (Codex's platform binary is one), never the rest of that
+/// `node_modules`. A `package.json` is read bounded and without following a link; a
+/// dependency reached through an untrusted directory is left out.
+fn node_closure(pkg: &Path, trust: &mut Trust) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut todo = vec![pkg.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        if out.contains(&p) || out.len() >= NODE_MAX_PACKAGES {
+            continue;
+        }
+        out.push(p.clone());
+        let Some(text) = crate::hostfs::Dir::open(&p)
+            .and_then(|d| d.read_small(Path::new("package.json"), NODE_PACKAGE_JSON_MAX))
+            .ok()
+            .flatten()
+        else {
+            continue;
+        };
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let top = p
+            .ancestors()
+            .find(|a| a.components().all(|c| c.as_os_str() != "node_modules"))
+            .unwrap_or(Path::new("/"))
+            .to_path_buf();
+        for key in ["dependencies", "optionalDependencies", "peerDependencies"] {
+            let Some(deps) = json.get(key).and_then(|d| d.as_object()) else {
+                continue;
+            };
+            for dep in deps.keys() {
+                let plain = |s: &str| {
+                    !s.is_empty() && !s.starts_with('.') && !s.contains(['/', '\\', '\0'])
+                };
+                let ok = match dep.split_once('/') {
+                    Some((scope, name)) => {
+                        scope.starts_with('@') && plain(&scope[1..]) && plain(name)
+                    }
+                    None => plain(dep),
+                };
+                if !ok {
+                    continue;
+                }
+                let found = p
+                    .ancestors()
+                    .take_while(|a| a.starts_with(&top))
+                    .filter(|a| a.file_name() != Some(OsStr::new("node_modules")))
+                    .map(|a| a.join("node_modules").join(dep))
+                    .find(|c| {
+                        c.symlink_metadata().is_ok_and(|m| m.is_dir())
+                            && c.parent()
+                                .and_then(|d| trust.resolve(d))
+                                .is_some_and(|d| trust.dir_ok(&d))
+                    });
+                if let Some(c) = found {
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `RUSTUP_HOME/toolchains` or `RUSTUP_HOME/settings.toml`, added for a rustup proxy.
@@ -814,6 +913,23 @@ mod tests {
         let parts = expand(Path::new("/home/u/.cargo"), &homes());
         assert!(parts.contains(&PathBuf::from("/home/u/.cargo/bin")));
         assert!(!parts.iter().any(|p| p == Path::new("/home/u/.cargo")));
+    }
+
+    #[test]
+    fn npm_packages_of_paths() {
+        let pkg = |p: &str| node_package(Path::new(p)).map(|p| p.display().to_string());
+        assert_eq!(
+            pkg("/h/t/node_modules/@openai/codex/bin/codex.js").as_deref(),
+            Some("/h/t/node_modules/@openai/codex")
+        );
+        assert_eq!(
+            pkg("/h/t/node_modules/a/node_modules/b/dist/x.js").as_deref(),
+            Some("/h/t/node_modules/a/node_modules/b")
+        );
+        assert_eq!(pkg("/h/t/node_modules/.bin/claude"), None);
+        assert_eq!(pkg("/h/t/node_modules/@s"), None);
+        assert_eq!(pkg("/h/t/node_modules/a").as_deref(), None);
+        assert_eq!(pkg("/usr/bin/node"), None);
     }
 
     #[test]

@@ -126,14 +126,16 @@ fn caller_home_is_private_and_empty() {
     .assert_errno(&[libc::ENOENT, libc::EACCES]);
 
     // The caller's real HOME (root's /root, or the test user's): empty inside except for the
-    // mount points of what the sandbox binds under it (the probe's or the fixtures' dirs).
+    // mount points of what the sandbox binds under it (the probe's or the fixtures' dirs), and
+    // the `.gitconfig` sandbox-run makes from the caller's git identity (tests/home.rs).
     if let Some(real) = std::env::var_os("HOME").map(PathBuf::from) {
-        let allowed: Vec<String> = [probe_dir(), repo.clone()]
+        let mut allowed: Vec<String> = [probe_dir(), repo.clone()]
             .iter()
             .filter_map(|p| p.strip_prefix(&real).ok())
             .filter_map(|rel| rel.components().next())
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
+        allowed.push(".gitconfig".into());
         let r = run_probe(&p, &repo, &[], &["list", real.to_str().unwrap()]);
         r.assert_ok();
         assert!(

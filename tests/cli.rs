@@ -461,7 +461,7 @@ fn doctor_reports_every_check_and_the_readme_table_is_current() {
         );
     }
     let profiles = d["profiles"].as_array().unwrap();
-    assert_eq!(profiles.len(), 3);
+    assert_eq!(profiles.len(), 4);
     let all_full = profiles.iter().all(|p| p["full"] == true);
     assert_eq!(o.status.code(), Some(if all_full { 0 } else { 1 }));
     let readme =

@@ -123,6 +123,10 @@ pub fn run(
         }
         nix::unistd::chdir(&plan.cwd).map_err(|e| StepError::new(Step::Chdir, e as i32))?;
     }
+    if let Some(text) = &plan.gitconfig {
+        crate::home::write_gitconfig(&plan.home, text)
+            .map_err(|e| StepError::new(Step::Home, e.raw_os_error().unwrap_or(libc::EIO)))?;
+    }
     channel::mark(channel::Phase::Mounts);
     // SAFETY: pid 1 is single-threaded.
     let workload =

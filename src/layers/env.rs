@@ -229,7 +229,11 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
         if k == "PATH" {
             continue;
         }
-        let kept = i.keep.iter().any(|x| x == k);
+        // An entry ending in `*` keeps every name it starts (`GITHUB_*`).
+        let kept = i.keep.iter().any(|x| match x.strip_suffix('*') {
+            Some(prefix) => k.starts_with(prefix),
+            None => x == k,
+        });
         let refused = refusal(k);
         if kept && refused.is_none() {
             vars.insert(k.clone(), v.clone());

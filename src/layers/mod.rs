@@ -60,6 +60,7 @@ pub enum Step {
     UserLimits,
     CopyBack,
     ProxySocket,
+    Home,
 }
 
 impl Step {
@@ -103,6 +104,7 @@ impl Step {
         Step::UserLimits,
         Step::CopyBack,
         Step::ProxySocket,
+        Step::Home,
     ];
 
     pub fn name(self) -> &'static str {
@@ -146,6 +148,7 @@ impl Step {
             Step::UserLimits => "namespaces: per-user limits",
             Step::CopyBack => "repo: copy back the run's changes",
             Step::ProxySocket => "network: the proxy's socket",
+            Step::Home => "home: write $HOME/.gitconfig",
         }
     }
 

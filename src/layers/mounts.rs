@@ -105,6 +105,11 @@ pub struct Input<'a> {
     pub hide: &'a [Op],
     pub sys: &'a [PathBuf],
     pub home: &'a Path,
+    /// A kept home ([`crate::home`]), bound read-write at `home` instead of a tmpfs.
+    pub home_from: Option<&'a Path>,
+    /// Modes other than read-write: git dirs outside the repo (a linked worktree's common
+    /// dir), shown as the repo is: read-only, or copy-on-write.
+    pub git_outside: &'a [PathBuf],
     pub tmp_size: u64,
     /// `[limits] disk`: the read-write repo becomes a kept overlay of this size; the
     /// copy-on-write repo's layer takes this size too.
@@ -156,7 +161,14 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         size: i.tmp_size,
         mode: 0o1777,
     });
-    if i.home != Path::new("/tmp") {
+    if let Some(src) = i.home_from {
+        ops.push(Op::Bind {
+            src: src.to_path_buf(),
+            dst: i.home.to_path_buf(),
+            ro: false,
+            optional: false,
+        });
+    } else if i.home != Path::new("/tmp") {
         ops.push(Op::Tmpfs {
             dst: i.home.to_path_buf(),
             size: i.tmp_size,
@@ -192,6 +204,18 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
             });
         }
         None => ops.push(bind(&repo, ro, false)),
+    }
+    for d in i.git_outside {
+        ops.push(match i.repo_mode {
+            RepoMode::Overlay => Op::Overlay {
+                lower: real(d),
+                dst: d.clone(),
+                size: i.tmp_size,
+                kept: false,
+                carry: None,
+            },
+            _ => bind(d, true, false),
+        });
     }
     if let (false, Some(git)) = (ro, i.git) {
         let layered = layered == Some(true);
@@ -723,6 +747,8 @@ mod tests {
             hide: &[],
             sys: &[],
             home: Path::new("/home/u"),
+            home_from: None,
+            git_outside: &[],
             tmp_size: 1 << 20,
             disk: None,
             carry: None,

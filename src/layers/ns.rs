@@ -61,7 +61,7 @@ pub fn available(ids: Ids) -> Result<(), i32> {
     // leaves with _exit and never returns into the parent's stack.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
-            let errno = match create(ids, CloneFlags::empty()) {
+            let errno = match create(ids, 0, CloneFlags::empty()) {
                 Ok(()) => 0,
                 Err(e) => e.errno.clamp(1, 255),
             };
@@ -101,9 +101,14 @@ pub fn available(ids: Ids) -> Result<(), i32> {
 /// lost with the unshare). So a helper forked beforehand, still root on the host, writes
 /// them: [`MapHelper`]. It costs about 0.5 ms (measured in the `namespaces` phase of
 /// `--timings`, debug build, busy machine), in runs by root for another user only.
-fn create(ids: Ids, others: CloneFlags) -> Result<(), StepError> {
+///
+/// `root_inside`: the uid (and gid) a workload that is root on the host has inside
+/// ([`crate::profile::Process::uid_inside`]); 0 keeps it root there. Only the view inside
+/// changes: the host uid, and so every file access, is the same. With a non-zero uid, uid 0
+/// is not mapped inside at all.
+fn create(ids: Ids, root_inside: u32, others: CloneFlags) -> Result<(), StepError> {
     if !nix::unistd::geteuid().is_root() || ids.uid == 0 {
-        return map_self(others);
+        return map_self(root_inside, others);
     }
     // Supplementary groups: drop them now; inside, setgroups will be denied.
     nix::unistd::setgroups(&[]).map_err(|e| StepError::new(Step::Setuid, e as i32))?;
@@ -115,21 +120,23 @@ fn create(ids: Ids, others: CloneFlags) -> Result<(), StepError> {
     set_ids(ids)
 }
 
-/// Create a user namespace (with `others` owned by it) and map our own ids in it.
-fn map_self(others: CloneFlags) -> Result<(), StepError> {
+/// Create a user namespace (with `others` owned by it) and map our own ids in it: each to
+/// itself, or a root uid or gid to `root_inside`.
+fn map_self(root_inside: u32, others: CloneFlags) -> Result<(), StepError> {
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
+    let inside = |id: u32| if id == 0 { root_inside } else { id };
     unshare(CloneFlags::CLONE_NEWUSER | others)
         .map_err(|e| StepError::new(Step::UnshareUser, e as i32))?;
     write_proc("/proc/self/setgroups", "deny", Step::Setgroups)?;
     write_proc(
         "/proc/self/uid_map",
-        &format!("{uid} {uid} 1\n"),
+        &format!("{} {uid} 1\n", inside(uid)),
         Step::UidMap,
     )?;
     write_proc(
         "/proc/self/gid_map",
-        &format!("{gid} {gid} 1\n"),
+        &format!("{} {gid} 1\n", inside(gid)),
         Step::GidMap,
     )
 }
@@ -229,7 +236,13 @@ impl MapHelper {
 /// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
 /// make `ids` the only ids inside and run as them ([`create`]), lower the per-user limits
 /// ([`UserLimits`]), and set the hostname and loopback up.
-pub fn enter(ids: Ids, limits: &UserLimits, net: bool, hostname: &str) -> Result<(), StepError> {
+pub fn enter(
+    ids: Ids,
+    root_inside: u32,
+    limits: &UserLimits,
+    net: bool,
+    hostname: &str,
+) -> Result<(), StepError> {
     let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
@@ -237,7 +250,7 @@ pub fn enter(ids: Ids, limits: &UserLimits, net: bool, hostname: &str) -> Result
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    create(ids, flags)?;
+    create(ids, root_inside, flags)?;
     limits.apply()?;
     // Nothing we mount may propagate back to the host.
     nix::mount::mount(
