@@ -25,6 +25,13 @@ pub struct Plan {
     /// Every caller variable that did not pass, and why (`-v` and the report).
     #[serde(default)]
     pub env_dropped: Vec<env::Dropped>,
+    /// Names passed by `--pass-env` and `[env] pass` (never their values).
+    #[serde(default)]
+    pub env_passed: Vec<String>,
+    /// The workload's stdin is stage 2's own, the pipe the supervisor feeds after the plan
+    /// (`--stdin`); else /dev/null.
+    #[serde(default)]
+    pub stdin_pipe: bool,
     pub repo: PathBuf,
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
@@ -78,6 +85,12 @@ pub struct Overrides {
     pub pids: Option<u64>,
     pub env: Vec<(String, String)>,
     pub keep_env: Vec<String>,
+    /// `--pass-env`.
+    pub pass_env: Vec<String>,
+    /// `--ca-certs`.
+    pub ca_certs: Option<PathBuf>,
+    /// `--stdin`: the supervisor feeds the workload's stdin.
+    pub stdin_pipe: bool,
     /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
     pub keep_paths: Vec<PathBuf>,
 }
@@ -161,6 +174,10 @@ pub fn build(
 ) -> Result<Plan, String> {
     let mut degraded = Vec::new();
     let (ids, ids_why) = run_as(profile, ws, host)?;
+    let ca = match &o.ca_certs {
+        Some(p) => Some(env::ca_bundle(p, &ws.repo, host.euid)?),
+        None => None,
+    };
     // Asked (by trying, in a forked child) only when the profile can do without them.
     let namespaces = match profile.layers.namespaces {
         Requirement::Required => true,
@@ -261,7 +278,7 @@ pub fn build(
     } else {
         None
     };
-    let ops = if !namespaces {
+    let mut ops = if !namespaces {
         Vec::new()
     } else {
         mounts::plan(&mounts::Input {
@@ -281,6 +298,21 @@ pub fn build(
         })?
     };
 
+    // `--ca-certs`: bound read-only at a fixed path inside (or, without a new root, read where
+    // it is), and named by the usual variables.
+    let ca_path = ca.as_ref().map(|real| match namespaces {
+        true => PathBuf::from(env::CA_INSIDE),
+        false => real.clone(),
+    });
+    if let (Some(real), true) = (&ca, namespaces) {
+        ops.push(mounts::Op::Bind {
+            src: real.clone(),
+            dst: env::CA_INSIDE.into(),
+            ro: true,
+            optional: false,
+        });
+        ops.sort_by_key(|op| op.dst().components().count());
+    }
     let net = o.net.unwrap_or(profile.network.mode);
     let scratch = if namespaces {
         None
@@ -337,6 +369,7 @@ pub fn build(
         }
         let mut read_only = vec![PathBuf::from("/proc")];
         read_only.extend(existing(&fs.sys));
+        read_only.extend(ca_path.iter().cloned());
         let n = &profile.network;
         landlock::Spec {
             list: vec![PathBuf::from("/")],
@@ -362,17 +395,27 @@ pub fn build(
         }
     });
 
-    let mut keep = profile.env.keep.clone();
-    keep.extend(o.keep_env.iter().cloned());
+    let ca_vars: Vec<(String, String)> = ca_path
+        .iter()
+        .flat_map(|p| {
+            env::CA_VARS
+                .iter()
+                .map(|k| (k.to_string(), p.to_string_lossy().into_owned()))
+        })
+        .collect();
     let built = env::build(&env::Inputs {
         caller: &host.env,
-        keep: &keep,
+        keep: &profile.env.keep,
+        keep_flag: &o.keep_env,
+        pass: &profile.env.pass,
+        pass_flag: &o.pass_env,
         set: &profile.env.set,
         explicit: &o.env,
         path: &path.to_string_lossy(),
         home: &home.to_string_lossy(),
         tmp: &tmp.to_string_lossy(),
         user: &user,
+        sandbox: &ca_vars,
     });
     let built = match built {
         Ok(b) => b,
@@ -383,6 +426,9 @@ pub fn build(
             return Err(e);
         }
     };
+    for name in &built.unset {
+        tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
+    }
     // Last: nothing after this may fail, or the placeholder would be left behind.
     let git_placeholder = match &git {
         Some(g) if g.placeholder => {
@@ -404,6 +450,8 @@ pub fn build(
         env: built.vars.into_iter().collect(),
         env_removed: built.removed,
         env_dropped: built.dropped,
+        env_passed: built.passed,
+        stdin_pipe: o.stdin_pipe,
         repo: ws.repo.clone(),
         repo_mode,
         cwd: ws.cwd.clone(),
