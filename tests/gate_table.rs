@@ -213,14 +213,17 @@ fn named_rules(fx: &Fixture) -> Rules {
     rules
 }
 
-/// adapter-like: agent CLIs whose arguments are free text (prompts). `node` and `bash` are
-/// listed in `free_text` too, as a careless profile might: the gate ignores them there.
+/// The shipped `adapter` profile's gate: agent CLIs whose arguments are free text (prompts).
+/// Plus `bash` as a program, and `node` and `bash` in `free_text`, as a careless profile
+/// might list them: the gate ignores them there.
 fn adapter_rules() -> Rules {
-    let mut rules = validate_rules();
-    rules
-        .programs
-        .extend(strs(&["git", "claude", "codex", "bash"]));
-    rules.free_text = strs(&["claude", "codex", "node", "bash"]);
+    let loader = sandbox_run::profile::Loader { dirs: Vec::new() };
+    let mut rules = loader
+        .load("adapter")
+        .expect("the built-in adapter profile")
+        .gate;
+    rules.programs.push("bash".into());
+    rules.free_text.extend(strs(&["node", "bash"]));
     rules
 }
 
@@ -1394,6 +1397,24 @@ fn real_host_programs() {
 #[test]
 fn free_text_entries() {
     use sandbox_run::policy::free_text_entry;
+    let adapter = sandbox_run::profile::Loader { dirs: Vec::new() }
+        .load("adapter")
+        .unwrap();
+    assert_eq!(
+        adapter.gate.free_text,
+        strs(&[
+            "claude",
+            "codex",
+            "gemini",
+            "cursor-agent",
+            "aider",
+            "opencode",
+            "goose",
+            "amp",
+            "qwen",
+            "copilot"
+        ])
+    );
     for ok in ["claude", "cursor-agent", "/opt/bin/probe"] {
         assert!(free_text_entry(ok).is_ok(), "{ok}");
     }
