@@ -805,8 +805,11 @@ fn stdin_source(arg: &str) -> Result<std::fs::File, String> {
     let file = if arg == "-" {
         // SAFETY: isatty on fd 0 only queries it.
         if unsafe { libc::isatty(0) } == 1 {
-            return Err("--stdin -: sandbox-run's stdin is a terminal; the command never reads                         the caller's terminal (pipe or redirect the input instead)"
-                .into());
+            return Err(concat!(
+                "--stdin -: sandbox-run's stdin is a terminal; the command never reads the ",
+                "caller's terminal (pipe or redirect the input instead)"
+            )
+            .into());
         }
         let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
             .try_clone_to_owned()
