@@ -186,7 +186,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
     let mut env = Vec::new();
     for f in &args.env_file {
         let euid = nix::unistd::geteuid().as_raw();
-        env.extend(crate::layers::env::read_env_file(f, euid).map_err(Fail::usage)?);
+        env.extend(crate::layers::env::read_env_file(f, euid, &ws.repo).map_err(Fail::usage)?);
     }
     env.extend(args.env.iter().cloned());
     let stdin = match &args.stdin {

@@ -393,6 +393,35 @@ fn env_file_is_read_only_from_a_private_file() {
     );
     assert_eq!(r.code(), Some(125), "{r}");
     assert!(r.run.stderr.contains("line 2"), "{r}");
+    // in the repo: read where it is, but never through a link planted there (an earlier run
+    // could make `.env` point at another file of secrets)
+    let in_repo = repo.join(".env");
+    std::fs::write(&in_repo, "IN_REPO=yes\n").unwrap();
+    std::fs::set_permissions(&in_repo, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let r = getenv(&p, &repo, &["--env-file", ".env"], "IN_REPO", &[]);
+    assert_eq!(r.assert_ok(), "yes", "{r}");
+    std::fs::remove_file(&in_repo).unwrap();
+    std::os::unix::fs::symlink(&file, &in_repo).unwrap();
+    for given in [".env", in_repo.to_str().unwrap()] {
+        let r = getenv(&p, &repo, &["--env-file", given], "ANTHROPIC_API_KEY", &[]);
+        assert_eq!(r.code(), Some(125), "{given}: {r}");
+        assert!(r.run.stderr.contains("link inside the repo"), "{r}");
+        assert!(!r.run.all().contains(KEY_VALUE), "{r}");
+    }
+    // a link to a directory of the repo, from outside it: the same
+    std::fs::create_dir(repo.join("conf")).unwrap();
+    std::os::unix::fs::symlink(&file, repo.join("conf/.env")).unwrap();
+    std::os::unix::fs::symlink(repo.join("conf"), f.path("conf-link")).unwrap();
+    let via = f.path("conf-link/.env");
+    let r = getenv(
+        &p,
+        &repo,
+        &["--env-file", via.to_str().unwrap()],
+        "ANTHROPIC_API_KEY",
+        &[],
+    );
+    assert_eq!(r.code(), Some(125), "{r}");
+    assert!(r.run.stderr.contains("link inside the repo"), "{r}");
     // another user's file (root can make one)
     if is_root() {
         std::os::unix::fs::chown(&file, Some(65534), None).unwrap();

@@ -377,16 +377,46 @@ const ENV_FILE_MAX: u64 = 1 << 20;
 /// `--env-file FILE`: `NAME=VALUE` lines, taken literally (no quotes removed, nothing
 /// expanded, as `--env`); blank lines and lines starting with `#` are skipped. The file must
 /// be a regular file owned by the caller (`euid`) that no other user can read: it holds
-/// secrets. Errors are one line naming the file (and the line).
-pub fn read_env_file(path: &std::path::Path, euid: u32) -> Result<Vec<(String, String)>, String> {
+/// secrets. A file in the repo (`repo`, canonical) is opened without following any link
+/// beneath it: an earlier run could have made `.env` a link to another file of secrets,
+/// whose values would then reach the command. Errors are one line naming the file (and the
+/// line).
+pub fn read_env_file(
+    path: &std::path::Path,
+    euid: u32,
+    repo: &std::path::Path,
+) -> Result<Vec<(String, String)>, String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let fail = |why: String| format!("--env-file {}: {why}", path.display());
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| fail(io_words(&e)))?;
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let cwd = std::env::current_dir().map_err(|e| fail(io_words(&e)))?;
+    let lexical = crate::hostfs::lexical(&cwd, path);
+    // The directory it is in, with the links on the way resolved (a link there was the
+    // caller's choice or the repo's: which one is decided on the resolved path).
+    let beneath = match (
+        lexical.parent().map(std::fs::canonicalize),
+        lexical.file_name(),
+    ) {
+        (Some(Ok(dir)), Some(name)) => dir.strip_prefix(repo).ok().map(|rel| rel.join(name)),
+        _ => None,
+    };
+    let file = match beneath {
+        Some(rel) => crate::hostfs::Dir::open(repo)
+            .and_then(|d| d.open_at(&rel, flags, 0))
+            .map(std::fs::File::from)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::EXDEV) => {
+                    fail("a link inside the repo is on the way (not followed)".into())
+                }
+                _ => fail(io_words(&e)),
+            })?,
+        None => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|e| fail(io_words(&e)))?,
+    };
     let m = file.metadata().map_err(|e| fail(io_words(&e)))?;
     if !m.is_file() {
         return Err(fail("not a regular file".into()));
