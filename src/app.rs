@@ -190,7 +190,9 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
     }
     env.extend(args.env.iter().cloned());
     let stdin = match &args.stdin {
-        Some(s) => Some(std::sync::Arc::new(stdin_source(s).map_err(Fail::usage)?)),
+        Some(s) => Some(std::sync::Arc::new(
+            stdin_source(s, &ws.repo).map_err(Fail::usage)?,
+        )),
         None => None,
     };
     let runner = Runner {
@@ -799,9 +801,8 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
 /// `--stdin FILE|-`: what the supervisor copies into the workload's stdin pipe. Never a
 /// terminal: sandbox-run's own stdin when it is one (`-`), or a FILE that is one (/dev/tty),
 /// would let the command read what the user types. Errors are one line.
-fn stdin_source(arg: &str) -> Result<std::fs::File, String> {
+fn stdin_source(arg: &str, repo: &std::path::Path) -> Result<std::fs::File, String> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     let file = if arg == "-" {
         // SAFETY: isatty on fd 0 only queries it.
         if unsafe { libc::isatty(0) } == 1 {
@@ -816,11 +817,10 @@ fn stdin_source(arg: &str) -> Result<std::fs::File, String> {
             .map_err(|e| format!("--stdin -: {e}"))?;
         std::fs::File::from(fd)
     } else {
-        // O_NONBLOCK: a FIFO without a writer must not hang the open (cleared below).
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(arg)
+        // O_NONBLOCK: a FIFO without a writer must not hang the open (cleared below). In the
+        // repo, no link beneath it is followed (see open_caller_file).
+        let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let f = crate::layers::env::open_caller_file(std::path::Path::new(arg), repo, flags)
             .map_err(|e| format!("--stdin {arg}: {e}"))?;
         if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             return Err(format!("--stdin {arg}: a directory"));

@@ -493,7 +493,15 @@ fn ca_certs_refusals() {
     let group = f.write("gw-ca.pem", BUNDLE);
     std::fs::set_permissions(&group, std::fs::Permissions::from_mode(0o664)).unwrap();
     let dir = f.path("");
+    // links the command could plant in the repo: to a file outside, to a directory outside
+    let outside = f.write("outside-ca.pem", BUNDLE);
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join("link.pem")).unwrap();
+    std::os::unix::fs::symlink(&f.dir, repo.join("out")).unwrap();
+    let via_dir = repo.join("out/outside-ca.pem");
     for (file, words) in [
+        (repo.join("link.pem").as_path(), "inside the repo"),
+        (via_dir.as_path(), "inside the repo"),
         (in_repo.as_path(), "inside the repo"),
         (writable.as_path(), "lets other users write"),
         (group.as_path(), "lets other users write"),

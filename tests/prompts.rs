@@ -104,6 +104,36 @@ fn stdin_from_a_file() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(v["sandbox"]["stdin"], "null");
+    // a file in the repo is read where it is, never through a link planted there (an
+    // earlier run could make prompt.md a link to a private key)
+    std::fs::write(repo.join("prompt.md"), PROMPT).unwrap();
+    let r = run_probe(&p, &repo, &["--stdin", "prompt.md"], &["stdin-hex"]);
+    assert_eq!(r.lines.first(), Some(&hex(PROMPT.as_bytes())), "{r}");
+    let private = f.write("private.key", "PRIVATE-KEY-sbx-e2e-66a1\n");
+    std::fs::remove_file(repo.join("prompt.md")).unwrap();
+    std::os::unix::fs::symlink(&private, repo.join("prompt.md")).unwrap();
+    std::os::unix::fs::symlink(&f.dir, repo.join("out")).unwrap();
+    for given in ["prompt.md", "out/private.key"] {
+        let r = run_probe(&p, &repo, &["--stdin", given], &["stdin-hex"]);
+        assert_eq!(r.code(), Some(125), "{given}: {r}");
+        assert!(
+            r.run.stderr.contains("link inside the repo"),
+            "{given}: {r}"
+        );
+        assert_eq!(r.outcome, Outcome::Missing, "{r}");
+    }
+    // control: the same file named outside the repo is read
+    let r = run_probe(
+        &p,
+        &repo,
+        &["--stdin", private.to_str().unwrap()],
+        &["stdin-hex"],
+    );
+    assert_eq!(
+        r.lines.first(),
+        Some(&hex(b"PRIVATE-KEY-sbx-e2e-66a1\n")),
+        "{r}"
+    );
     // a directory is refused with one line
     let r = run_probe(&p, &repo, &["--stdin", f.dir.to_str().unwrap()], &["stdin"]);
     assert_eq!(r.code(), Some(125), "{r}");

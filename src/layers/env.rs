@@ -387,36 +387,10 @@ pub fn read_env_file(
     repo: &std::path::Path,
 ) -> Result<Vec<(String, String)>, String> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
     let fail = |why: String| format!("--env-file {}: {why}", path.display());
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    let cwd = std::env::current_dir().map_err(|e| fail(io_words(&e)))?;
-    let lexical = crate::hostfs::lexical(&cwd, path);
-    // The directory it is in, with the links on the way resolved (a link there was the
-    // caller's choice or the repo's: which one is decided on the resolved path).
-    let beneath = match (
-        lexical.parent().map(std::fs::canonicalize),
-        lexical.file_name(),
-    ) {
-        (Some(Ok(dir)), Some(name)) => dir.strip_prefix(repo).ok().map(|rel| rel.join(name)),
-        _ => None,
-    };
-    let file = match beneath {
-        Some(rel) => crate::hostfs::Dir::open(repo)
-            .and_then(|d| d.open_at(&rel, flags, 0))
-            .map(std::fs::File::from)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) | Some(libc::EXDEV) => {
-                    fail("a link inside the repo is on the way (not followed)".into())
-                }
-                _ => fail(io_words(&e)),
-            })?,
-        None => std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| fail(io_words(&e)))?,
-    };
+    let file = open_caller_file(path, repo, flags).map_err(fail)?;
     let m = file.metadata().map_err(|e| fail(io_words(&e)))?;
     if !m.is_file() {
         return Err(fail("not a regular file".into()));
@@ -441,6 +415,48 @@ pub fn read_env_file(
         return Err(fail(format!("larger than {ENV_FILE_MAX} bytes")));
     }
     parse_env_file(&text).map_err(|(n, why)| fail(format!("line {n}: {why}")))
+}
+
+/// Open a file the caller named (`--env-file`, `--stdin`) for reading with `flags`. One in
+/// the repo (`repo`, canonical), by its own path or through a link to a directory of it, is
+/// opened beneath the repo without following any link: the command may have planted them
+/// there (`.env` made a link to a private key), and what is read here goes to the command.
+/// Elsewhere links are followed: the caller chose them. Errors are the words after the path.
+pub fn open_caller_file(
+    path: &std::path::Path,
+    repo: &std::path::Path,
+    flags: i32,
+) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let cwd = std::env::current_dir().map_err(|e| io_words(&e))?;
+    let lexical = crate::hostfs::lexical(&cwd, path);
+    // In the repo as written, or once the links to its directory are resolved.
+    let beneath = match lexical.strip_prefix(repo) {
+        Ok(rel) => Some(rel.to_path_buf()),
+        Err(_) => match (
+            lexical.parent().map(std::fs::canonicalize),
+            lexical.file_name(),
+        ) {
+            (Some(Ok(dir)), Some(name)) => dir.strip_prefix(repo).ok().map(|rel| rel.join(name)),
+            _ => None,
+        },
+    };
+    match beneath {
+        Some(rel) => crate::hostfs::Dir::open(repo)
+            .and_then(|d| d.open_at(&rel, flags, 0))
+            .map(std::fs::File::from)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::EXDEV) => {
+                    "a link inside the repo is on the way (not followed)".into()
+                }
+                _ => io_words(&e),
+            }),
+        None => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|e| io_words(&e)),
+    }
 }
 
 /// The lines of an env file (see [`read_env_file`]); errors are (line number, why).
@@ -488,7 +504,15 @@ pub fn ca_bundle(
     use std::os::unix::fs::MetadataExt;
     let fail = |why: String| format!("--ca-certs {}: {why}", path.display());
     let real = std::fs::canonicalize(path).map_err(|e| fail(io_words(&e)))?;
-    if real.starts_with(repo) {
+    // As written, resolved, or through a link to a directory of it: the command could have
+    // made it a link to any file (bound, it would be readable inside).
+    let cwd = std::env::current_dir().map_err(|e| fail(io_words(&e)))?;
+    let lexical = crate::hostfs::lexical(&cwd, path);
+    let parent_in_repo = lexical
+        .parent()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .is_some_and(|d| d.starts_with(repo));
+    if real.starts_with(repo) || lexical.starts_with(repo) || parent_in_repo {
         return Err(fail(
             "inside the repo, which the command controls: keep the bundle outside it".into(),
         ));
