@@ -53,6 +53,8 @@ behaviour: sleep SECS | fork-daemon SECS [FILE] | ignore-term-sleep SECS | spin 
            alloc MIB | fork-bomb N | write-bytes N
 oom:       alloc-child MIB (a child allocates, we wait and exit 0) | fill-tmp MIB (tmpfs pages,
            written by a process that stays small)
+data:      args [ARGS...] | stdin-hex | read-hex FILE  (each argument / all of stdin / the file,
+           one hex line each, after the result line)
 per-user:  inotify-exhaust SECS | sigqueue-exhaust SECS  (take all, print `exhausted
            count=N errno=E`, hold them SECS)
 
@@ -969,6 +971,53 @@ fn stdin() -> Outcome {
     ok_with(format!("bytes={n}"))
 }
 
+// data: what reached the workload, byte for byte (hex, so nothing needs escaping)
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn args_hex(args: &[String]) -> Outcome {
+    let raw: Vec<Vec<u8>> = std::env::args_os()
+        .skip(2)
+        .map(std::os::unix::ffi::OsStringExt::into_vec)
+        .collect();
+    debug_assert_eq!(raw.len(), args.len());
+    Ok(Done {
+        detail: format!("count={}", raw.len()),
+        lines: raw.iter().map(|a| hex(a)).collect(),
+    })
+}
+
+fn stdin_hex() -> Outcome {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        // SAFETY: buf is a valid writable buffer.
+        let n =
+            check(unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)?;
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n as usize]);
+    }
+    Ok(Done {
+        detail: format!("bytes={}", all.len()),
+        lines: vec![hex(&all)],
+    })
+}
+
+fn read_hex(args: &[String]) -> Outcome {
+    let data = std::fs::read(arg(args, 0, "FILE")?).map_err(|e| match e.raw_os_error() {
+        Some(n) => Fail::Errno(n),
+        None => Fail::Error(e.to_string()),
+    })?;
+    Ok(Done {
+        detail: format!("bytes={}", data.len()),
+        lines: vec![hex(&data)],
+    })
+}
+
 fn env() -> Outcome {
     let mut names: Vec<String> = std::env::vars_os()
         .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -1811,6 +1860,9 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "fds" => fds(),
         "read-fd" => read_fd(args),
         "stdin" => stdin(),
+        "args" => args_hex(args),
+        "stdin-hex" => stdin_hex(),
+        "read-hex" => read_hex(args),
         "env" => env(),
         "getenv" => getenv(args),
         "hostname" => hostname(),

@@ -36,7 +36,7 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
     }
     let verbose = if cli.quiet { 0 } else { cli.verbose };
     match cli.command {
-        Command::Run(args) => run_command(args, verbose),
+        Command::Run(args) => run_command(*args, verbose),
         Command::Check(args) => check(args),
         Command::Validate(args) => validate_command(args, verbose),
         Command::Doctor {
@@ -204,6 +204,18 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         rep.write(vec![report::gated(&cmd, &v)], None)?;
         return Ok(v.exit_code());
     }
+    let mut env = Vec::new();
+    for f in &args.env_file {
+        let euid = nix::unistd::geteuid().as_raw();
+        env.extend(crate::layers::env::read_env_file(f, euid, &ws.repo).map_err(Fail::usage)?);
+    }
+    env.extend(args.env.iter().cloned());
+    let stdin = match &args.stdin {
+        Some(s) => Some(std::sync::Arc::new(
+            stdin_source(s, &ws.repo).map_err(Fail::usage)?,
+        )),
+        None => None,
+    };
     let runner = Runner {
         timings: args.timings,
         verbose,
@@ -219,12 +231,15 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             memory: args.memory,
             cpus: args.cpus,
             pids: args.pids,
-            env: args.env.clone(),
+            env,
             keep_env: args.keep_env.clone(),
             home: args.home.map(|h| match h {
                 crate::cli::HomeArg::Tmp => crate::profile::HomeMode::Tmp,
                 crate::cli::HomeArg::Persist => crate::profile::HomeMode::Persist,
             }),
+            pass_env: args.pass_env.clone(),
+            ca_certs: args.ca_certs.clone(),
+            stdin_pipe: stdin.is_some(),
             keep_paths: rep.keep_paths(&ws),
             carry: None,
         },
@@ -234,6 +249,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             capture: args.report.is_some() && (args.capture || profile.report.capture),
             stdout_to_stderr: args.report.as_deref() == Some("-"),
             output_cap: profile.limits.output.0,
+            stdin,
         },
     };
     // A failure to set up the sandbox: the report says so ([`Reporter::failed`]).
@@ -796,6 +812,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
             capture: true,
             stdout_to_stderr: args.report.as_deref() == Some("-"),
             output_cap: profile.limits.output.0,
+            stdin: None,
         },
     };
     let mut results = Vec::new();
@@ -851,6 +868,49 @@ fn outcome_words(r: &report::CommandResult) -> String {
             .and_then(|v| v.as_str().map(|x| x.replace('_', " ")))
             .unwrap_or_default(),
     }
+}
+
+/// `--stdin FILE|-`: what the supervisor copies into the workload's stdin pipe. Never a
+/// terminal: sandbox-run's own stdin when it is one (`-`), or a FILE that is one (/dev/tty),
+/// would let the command read what the user types. Errors are one line.
+fn stdin_source(arg: &str, repo: &std::path::Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let file = if arg == "-" {
+        // SAFETY: isatty on fd 0 only queries it.
+        if unsafe { libc::isatty(0) } == 1 {
+            return Err(concat!(
+                "--stdin -: sandbox-run's stdin is a terminal; the command never reads the ",
+                "caller's terminal (pipe or redirect the input instead)"
+            )
+            .into());
+        }
+        let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
+            .try_clone_to_owned()
+            .map_err(|e| format!("--stdin -: {e}"))?;
+        std::fs::File::from(fd)
+    } else {
+        // O_NONBLOCK: a FIFO without a writer must not hang the open (cleared below). In the
+        // repo, no link beneath it is followed (see open_caller_file).
+        let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        let f = crate::layers::env::open_caller_file(std::path::Path::new(arg), repo, flags)
+            .map_err(|e| format!("--stdin {arg}: {e}"))?;
+        if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+            return Err(format!("--stdin {arg}: a directory"));
+        }
+        // SAFETY: isatty on our own open fd.
+        if unsafe { libc::isatty(f.as_raw_fd()) } == 1 {
+            return Err(format!(
+                "--stdin {arg}: a terminal; the command never reads the caller's terminal"
+            ));
+        }
+        // SAFETY: fcntl on our own open fd, flags read then written back without O_NONBLOCK.
+        unsafe {
+            let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+        f
+    };
+    Ok(file)
 }
 
 /// The command as the user wrote it: the `--command` string, or the argv joined by spaces.

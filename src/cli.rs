@@ -26,7 +26,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Gate the command, then run it in the sandbox (the default: `sandbox-run --profile P -- CMD`).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the policy gate on a command and print the verdict; runs nothing.
     Check(CheckArgs),
     /// Run each validation command of a gene, each in a fresh sandbox, fail-fast; every command
@@ -164,10 +164,29 @@ pub struct RunArgs {
     /// NODE_OPTIONS or LD_PRELOAD are refused.
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_key_value)]
     pub env: Vec<(String, String)>,
-    /// Pass this variable from the caller's environment (repeatable); code-loading and
-    /// secret-looking names never pass this way.
+    /// Pass this variable from the caller's environment (repeatable). A secret-looking name is
+    /// an error (use --pass-env), a code-loading one too.
     #[arg(long = "keep-env", value_name = "KEY")]
     pub keep_env: Vec<String>,
+    /// Pass the caller's value of NAME (repeatable), even when it looks like a secret: the
+    /// value goes by name, never on a command line. Code-loading names (LD_*, NODE_OPTIONS,
+    /// BASH_ENV...) are refused.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// Read NAME=VALUE lines (values literal; `#` comments and blank lines skipped) as if each
+    /// were an --env (repeatable; --env wins). The file must be the caller's own and
+    /// unreadable by other users (chmod 600).
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub env_file: Vec<PathBuf>,
+    /// Feed the command's stdin from FILE, or from sandbox-run's own stdin with `-` (never a
+    /// terminal), through a pipe. Default: /dev/null.
+    #[arg(long, value_name = "FILE|-")]
+    pub stdin: Option<String>,
+    /// A CA bundle (PEM) to trust inside: bound read-only and named by NODE_EXTRA_CA_CERTS,
+    /// SSL_CERT_FILE, REQUESTS_CA_BUNDLE and GIT_SSL_CAINFO. Outside the repo, not writable
+    /// by other users.
+    #[arg(long = "ca-certs", value_name = "FILE")]
+    pub ca_certs: Option<PathBuf>,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

@@ -25,6 +25,13 @@ pub struct Plan {
     /// Every caller variable that did not pass, and why (`-v` and the report).
     #[serde(default)]
     pub env_dropped: Vec<env::Dropped>,
+    /// Names passed by `--pass-env` and `[env] pass` (never their values).
+    #[serde(default)]
+    pub env_passed: Vec<String>,
+    /// The workload's stdin is stage 2's own, the pipe the supervisor feeds after the plan
+    /// (`--stdin`); else /dev/null.
+    #[serde(default)]
+    pub stdin_pipe: bool,
     pub repo: PathBuf,
     pub repo_mode: RepoMode,
     pub cwd: PathBuf,
@@ -94,6 +101,12 @@ pub struct Overrides {
     pub keep_env: Vec<String>,
     /// `--home`: overrides the profile's `[filesystem] home`.
     pub home: Option<HomeMode>,
+    /// `--pass-env`.
+    pub pass_env: Vec<String>,
+    /// `--ca-certs`.
+    pub ca_certs: Option<PathBuf>,
+    /// `--stdin`: the supervisor feeds the workload's stdin.
+    pub stdin_pipe: bool,
     /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
     pub keep_paths: Vec<PathBuf>,
     /// A gene's carried layer: the copy-on-write repo's changes, saved here after each command
@@ -180,6 +193,10 @@ pub fn build(
 ) -> Result<Plan, String> {
     let mut degraded = Vec::new();
     let (ids, ids_why) = run_as(profile, ws, host)?;
+    let ca = match &o.ca_certs {
+        Some(p) => Some(env::ca_bundle(p, &ws.repo, host.euid)?),
+        None => None,
+    };
     // Asked (by trying, in a forked child) only when the profile can do without them.
     let namespaces = match profile.layers.namespaces {
         Requirement::Required => true,
@@ -303,7 +320,7 @@ pub fn build(
     } else {
         git_dirs_outside(&ws.repo)
     };
-    let ops = if !namespaces {
+    let mut ops = if !namespaces {
         Vec::new()
     } else {
         mounts::plan(&mounts::Input {
@@ -329,6 +346,21 @@ pub fn build(
     let (net, network_allow) = plan_network(&profile.network, o)?;
     if net == NetMode::Filtered && !namespaces {
         return Err(format!("network: filtered needs the sandbox's own network namespace, and this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
+    }
+    // `--ca-certs`: bound read-only at a fixed path inside (or, without a new root, read where
+    // it is), and named by the usual variables.
+    let ca_path = ca.as_ref().map(|real| match namespaces {
+        true => PathBuf::from(env::CA_INSIDE),
+        false => real.clone(),
+    });
+    if let (Some(real), true) = (&ca, namespaces) {
+        ops.push(mounts::Op::Bind {
+            src: real.clone(),
+            dst: env::CA_INSIDE.into(),
+            ro: true,
+            optional: false,
+        });
+        ops.sort_by_key(|op| op.dst().components().count());
     }
     let scratch = if namespaces {
         None
@@ -390,6 +422,7 @@ pub fn build(
         }
         let mut read_only = vec![PathBuf::from("/proc")];
         read_only.extend(existing(&fs.sys));
+        read_only.extend(ca_path.iter().cloned());
         let n = &profile.network;
         landlock::Spec {
             list: vec![PathBuf::from("/")],
@@ -415,17 +448,27 @@ pub fn build(
         }
     });
 
-    let mut keep = profile.env.keep.clone();
-    keep.extend(o.keep_env.iter().cloned());
+    let ca_vars: Vec<(String, String)> = ca_path
+        .iter()
+        .flat_map(|p| {
+            env::CA_VARS
+                .iter()
+                .map(|k| (k.to_string(), p.to_string_lossy().into_owned()))
+        })
+        .collect();
     let built = env::build(&env::Inputs {
         caller: &host.env,
-        keep: &keep,
+        keep: &profile.env.keep,
+        keep_flag: &o.keep_env,
+        pass: &profile.env.pass,
+        pass_flag: &o.pass_env,
         set: &profile.env.set,
         explicit: &o.env,
         path: &path.to_string_lossy(),
         home: &home.to_string_lossy(),
         tmp: &tmp.to_string_lossy(),
         user: &user,
+        sandbox: &ca_vars,
     });
     let mut built = match built {
         Ok(b) => b,
@@ -441,6 +484,9 @@ pub fn build(
         if env::set_proxy(&mut built.vars, &url) {
             tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
         }
+    }
+    for name in &built.unset {
+        tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }
     // Last: nothing after this may fail, or the placeholder would be left behind.
     let git_placeholder = match &git {
@@ -463,6 +509,8 @@ pub fn build(
         env: built.vars.into_iter().collect(),
         env_removed: built.removed,
         env_dropped: built.dropped,
+        env_passed: built.passed,
+        stdin_pipe: o.stdin_pipe,
         repo: ws.repo.clone(),
         repo_mode,
         cwd: ws.cwd.clone(),

@@ -171,6 +171,9 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Env {
     pub keep: Vec<String>,
+    /// Names whose caller's value passes even when they look like secrets (never code-loading
+    /// ones): API keys given by name, never on a command line.
+    pub pass: Vec<String>,
     pub set: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -240,6 +243,7 @@ struct GateFile {
     repo_scripts: Option<bool>,
     npm_subcommands: Option<Vec<String>>,
     node_options: Option<Vec<String>>,
+    free_text: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -284,6 +288,7 @@ struct LimitsFile {
 #[serde(deny_unknown_fields)]
 struct EnvFile {
     keep: Option<Vec<String>>,
+    pass: Option<Vec<String>>,
     set: Option<BTreeMap<String, String>>,
     path: Option<String>,
 }
@@ -334,7 +339,8 @@ impl ProfileFile {
             paths,
             repo_scripts,
             npm_subcommands,
-            node_options
+            node_options,
+            free_text
         );
         let (c, p) = (&mut self.filesystem, &mut parent.filesystem);
         merge_fields!(
@@ -346,7 +352,7 @@ impl ProfileFile {
         let (c, p) = (&mut self.limits, &mut parent.limits);
         merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output, disk);
         let (c, p) = (&mut self.env, &mut parent.env);
-        merge_fields!(c, p, keep, set, path);
+        merge_fields!(c, p, keep, pass, set, path);
         let (c, p) = (&mut self.layers, &mut parent.layers);
         merge_fields!(
             c,
@@ -388,6 +394,7 @@ impl ProfileFile {
                 repo_scripts: g.repo_scripts.unwrap_or(false),
                 npm_subcommands: g.npm_subcommands.unwrap_or_default(),
                 node_options: g.node_options.unwrap_or_default(),
+                free_text: g.free_text.unwrap_or_default(),
             },
             filesystem: Filesystem {
                 repo: f.repo.unwrap_or(RepoMode::Ro),
@@ -422,6 +429,7 @@ impl ProfileFile {
             },
             env: Env {
                 keep: e.keep.unwrap_or_default(),
+                pass: e.pass.unwrap_or_default(),
                 set: e.set.unwrap_or_default(),
                 path: e.path,
             },
@@ -529,9 +537,28 @@ impl Profile {
                 "must be 1-64 characters of letters, digits, '-' and '.'",
             );
         }
-        for k in self.env.keep.iter().chain(self.env.set.keys()) {
+        for k in self
+            .env
+            .keep
+            .iter()
+            .chain(&self.env.pass)
+            .chain(self.env.set.keys())
+        {
             if k.is_empty() || k.contains('=') || k.bytes().any(|b| b.is_ascii_control()) {
                 return bad("env", &format!("variable name {k:?} is not valid"));
+            }
+        }
+        for k in &self.env.pass {
+            if crate::layers::env::refusal(k) == Some(crate::layers::env::Refusal::Injection) {
+                return bad(
+                    "env.pass",
+                    &format!("entry {k:?} changes what code the command loads: it never passes"),
+                );
+            }
+        }
+        for p in &self.gate.free_text {
+            if let Err(why) = crate::policy::free_text_entry(p) {
+                return bad("gate.free_text", &format!("entry {p:?} {why}"));
             }
         }
         Ok(())

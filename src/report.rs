@@ -118,6 +118,8 @@ pub struct Sandbox {
     /// Every caller variable that did not reach the command, by name, with why: `secret`
     /// (secret-looking), `loads_code` (code-loading), `not_kept` (not on the keep list).
     pub env_dropped: Vec<crate::layers::env::Dropped>,
+    /// The names passed by `--pass-env` and `[env] pass` (never their values).
+    pub env_passed: Vec<String>,
     pub network: Network,
     pub degraded: Vec<String>,
 }
@@ -411,11 +413,12 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         },
         no_new_privs: f.ready,
         capabilities: Vec::new(),
-        stdin: "null",
+        stdin: if plan.stdin_pipe { "pipe" } else { "null" },
         fds_closed: f.ready,
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),
         env_dropped: plan.env_dropped.clone(),
+        env_passed: plan.env_passed.clone(),
         network: Network {
             connections: f.connections.clone(),
             ..Network::of(plan, abi)

@@ -63,6 +63,9 @@ pub struct Options {
     /// Bytes of each stream passed through when piped (`[limits] output`); the rest is read
     /// and dropped.
     pub output_cap: u64,
+    /// `--stdin`: copied into stage 2's stdin after the plan (the workload's stdin, see
+    /// [`Plan::stdin_pipe`]), by a thread, until its end or the sandbox's.
+    pub stdin: Option<std::sync::Arc<std::fs::File>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -293,6 +296,10 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     }
     if let Some(mut stdin) = stdin {
         let _ = stdin.write_all(&[crate::launcher::JOINED]);
+        if let Some(src) = o.stdin.clone() {
+            // EPIPE (SIGPIPE is ignored) once the sandbox is gone ends it.
+            std::thread::spawn(move || std::io::copy(&mut &*src, &mut stdin));
+        }
     }
     let pid = child.id() as i32;
     let pidfd = crate::sys::pidfd_open(pid)

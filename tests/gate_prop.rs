@@ -94,6 +94,7 @@ fn rules(fx: &Fixture) -> Rules {
         repo_scripts: false,
         npm_subcommands: strs(&["test", "run", "exec", "x"]),
         node_options: Vec::new(),
+        free_text: Vec::new(),
     }
 }
 

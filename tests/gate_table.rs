@@ -42,7 +42,7 @@ struct Fixture {
 
 const SYSTEM_PROGRAMS: &[&str] = &[
     "node", "npm", "npx", "env", "nice", "timeout", "xargs", "bash", "sh", "python3", "git",
-    "make", "eslint",
+    "make", "eslint", "claude", "codex",
 ];
 
 fn write_exec(path: &Path, mode: u32) {
@@ -93,6 +93,7 @@ fn build_fixture() -> Fixture {
     mkdir(&repo.join("node_modules/.bin"), 0o755);
     write_exec(&repo.join("node_modules/.bin/eslint"), 0o755);
     write_exec(&repo.join("node_modules/.bin/node"), 0o755);
+    write_exec(&repo.join("node_modules/.bin/claude"), 0o755);
     mkdir(&repo.join("bin"), 0o755);
     symlink(sys.join("node"), repo.join("bin/node")).expect("repo/bin/node symlink");
     write_exec(&repo.join("build.sh"), 0o755);
@@ -209,6 +210,20 @@ fn exempt_rules(fx: &Fixture) -> Rules {
 fn named_rules(fx: &Fixture) -> Rules {
     let mut rules = validate_rules();
     rules.paths = vec![fx.repo.join(".venv/bin/python")];
+    rules
+}
+
+/// The shipped `adapter` profile's gate: agent CLIs whose arguments are free text (prompts).
+/// Plus `bash` as a program, and `node` and `bash` in `free_text`, as a careless profile
+/// might list them: the gate ignores them there.
+fn adapter_rules() -> Rules {
+    let loader = sandbox_run::profile::Loader { dirs: Vec::new() };
+    let mut rules = loader
+        .load("adapter")
+        .expect("the built-in adapter profile")
+        .gate;
+    rules.programs.push("bash".into());
+    rules.free_text.extend(strs(&["node", "bash"]));
     rules
 }
 
@@ -682,6 +697,91 @@ const CI: &[Case] = &[
     (C(".venv/bin/passwd"), DENY, "not-allowed"),
 ];
 
+/// A multi-line markdown prompt, as agent runners pass it: one argv word.
+const PROMPT: &str = "# Task\n\nFix the failing test in `src/lib.rs`:\n\n```sh\nnpm test -- --grep \"a|b\" && echo $(date)\n```\n\tIndented; CR\r\nThen run `cargo test` | tee log > out; done.";
+
+/// adapter-like: free text in the arguments of the agent CLIs (argv form only).
+const ADAPTER: &[Case] = &[
+    (A(&["claude", "-p", PROMPT]), OK, "allowed"),
+    (
+        A(&["claude", "--print", "--output-format", "json", PROMPT]),
+        OK,
+        "allowed",
+    ),
+    (A(&["codex", "exec", "line one\nline two"]), OK, "allowed"),
+    (
+        A(&["claude", "-p", "a", "&&", "b", "|", "c", ";"]),
+        OK,
+        "allowed",
+    ),
+    (A(&["claude", "-p", "$(rm -rf /)"]), OK, "allowed"),
+    // terminal control characters other than newline, tab and CR stay refused
+    (
+        A(&["claude", "-p", "hidden\u{1b}[8mtext"]),
+        DENY,
+        "control-character",
+    ),
+    (
+        A(&["claude", "-p", "osc\u{1b}]52;c;aGk=\u{7}"]),
+        DENY,
+        "control-character",
+    ),
+    (A(&["claude", "-p", "del\u{7f}"]), DENY, "control-character"),
+    (
+        A(&["claude", "-p", "c1\u{9b}2J"]),
+        DENY,
+        "control-character",
+    ),
+    (A(&["claude", "-p", "bell\u{7}"]), DENY, "control-character"),
+    // argv[0] itself is never free text
+    (A(&["claude`x`", "-p", "x"]), DENY, "command-substitution"),
+    // not in free_text: every lexical rule
+    (
+        A(&["git", "commit", "-m", PROMPT]),
+        DENY,
+        "control-character",
+    ),
+    (
+        A(&["git", "commit", "-m", "use `x`"]),
+        DENY,
+        "command-substitution",
+    ),
+    (
+        A(&["npm", "test", "--", "--grep", "`x`"]),
+        DENY,
+        "command-substitution",
+    ),
+    (A(&["npm", "test", "&&", "x"]), DENY, "shell-operator"),
+    (
+        A(&["npx", "claude", "-p", "a\nb"]),
+        DENY,
+        "control-character",
+    ),
+    // in free_text, but node and shells read code in their arguments: ignored there
+    (A(&["node", "t.js", "a\nb"]), DENY, "control-character"),
+    (A(&["node", "-e", "x"]), DENY, "node-eval"),
+    (
+        A(&["bash", "-c", "echo $(id)"]),
+        DENY,
+        "command-substitution",
+    ),
+    // the other rules still apply to a free-text program
+    (
+        A(&["NODE_OPTIONS=x", "claude", "-p", "a"]),
+        DENY,
+        "env-assignment",
+    ),
+    (
+        A(&["{sys}/claude", "-p", "a\nb"]),
+        DENY,
+        "control-character",
+    ),
+    (A(&["{sys}/claude", "-p", "x"]), DENY, "not-allowed"),
+    // the command form is a string meant for a shell: its rules stay
+    (C("claude -p 'a `b`'"), DENY, "command-substitution"),
+    (C("claude -p 'x' && y"), DENY, "shell-operator"),
+];
+
 /// A profile that allows inline code (benchmarks).
 const BENCH: &[Case] = &[
     (C("node -e 1"), OK, "allowed"),
@@ -707,9 +807,20 @@ enum RuleSet {
     Env,
     /// validate + `paths` naming the repo's `.venv/bin/python` (a link leading out).
     Named,
+    Adapter,
 }
 
 const LOCATIONS: &[LocationGroup] = &[
+    LocationGroup {
+        name: "adapter, repo node_modules/.bin first in PATH",
+        path: "{repo}/node_modules/.bin:{sys}",
+        cwd: "{repo}",
+        rules: RuleSet::Adapter,
+        cases: &[
+            (A(&["claude", "-p", "a\nb"]), DENY, "program-in-repo"),
+            (A(&["codex", "exec", "a\nb"]), OK, "allowed"),
+        ],
+    },
     LocationGroup {
         name: "repo node_modules/.bin first in PATH",
         path: "{repo}/node_modules/.bin:{sys}",
@@ -1005,6 +1116,15 @@ fn gate_table() {
     count += run_group(fx, "ci", &ci_rules(), &sys, &fx.repo, CI, &mut failures);
     count += run_group(
         fx,
+        "adapter",
+        &adapter_rules(),
+        &sys,
+        &fx.repo,
+        ADAPTER,
+        &mut failures,
+    );
+    count += run_group(
+        fx,
         "bench",
         &bench_rules(),
         &sys,
@@ -1018,6 +1138,7 @@ fn gate_table() {
             RuleSet::Exempt => exempt_rules(fx),
             RuleSet::Env => env_rules(),
             RuleSet::Named => named_rules(fx),
+            RuleSet::Adapter => adapter_rules(),
         };
         let cwd = PathBuf::from(fx.expand(group.cwd));
         count += run_group(
@@ -1270,4 +1391,46 @@ fn real_host_programs() {
     let program = verdict.program.expect("resolved");
     assert_eq!(Some(program.clone()), which("npm", host_path, &fx.repo));
     println!("npm resolves to {}", program.display());
+}
+
+/// `free_text` entries: bare names or absolute paths of programs without argument rules.
+#[test]
+fn free_text_entries() {
+    use sandbox_run::policy::free_text_entry;
+    let adapter = sandbox_run::profile::Loader { dirs: Vec::new() }
+        .load("adapter")
+        .unwrap();
+    assert_eq!(
+        adapter.gate.free_text,
+        strs(&[
+            "claude",
+            "codex",
+            "gemini",
+            "cursor-agent",
+            "aider",
+            "opencode",
+            "goose",
+            "amp",
+            "qwen",
+            "copilot"
+        ])
+    );
+    for ok in ["claude", "cursor-agent", "/opt/bin/probe"] {
+        assert!(free_text_entry(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "node",
+        "npm",
+        "npx",
+        "bash",
+        "sh",
+        "env",
+        "timeout",
+        "xargs",
+        "/usr/bin/node",
+        "bin/claude",
+        "",
+    ] {
+        assert!(free_text_entry(bad).is_err(), "{bad}");
+    }
 }

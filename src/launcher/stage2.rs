@@ -68,8 +68,14 @@ pub fn main() -> ! {
 
 fn run() -> Result<i32, StepError> {
     detach()?;
-    let mut input = std::io::stdin().lock();
-    let plan = read_plan(&mut input)?;
+    // Unbuffered: after the plan and the JOINED byte, the rest of this pipe is the workload's
+    // stdin (`--stdin`), so not one byte more may be read here.
+    // SAFETY: fd 0 is open (the plan pipe); ManuallyDrop never closes it.
+    let mut input = std::mem::ManuallyDrop::new(unsafe {
+        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0)
+    });
+    let input = &mut *input;
+    let plan = read_plan(input)?;
     // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
     crate::layers::cgroup::join_self(&plan.cgroup_join)?;
     mark(Phase::Stage2);
@@ -100,12 +106,13 @@ fn run() -> Result<i32, StepError> {
     mark(Phase::Namespaces);
     // cgroup v2: meanwhile the supervisor has been moving us into the leaf (the first move can
     // wait for an RCU grace period). Nothing runs workload code or forks before it is done.
-    wait_joined(&mut input)?;
-    drop(input);
+    wait_joined(input)?;
     if plan.namespaces {
         ns::enter_cgroup()?;
     }
-    fds::stdin_null()?;
+    if !plan.stdin_pipe {
+        fds::stdin_null()?;
+    }
     mark(Phase::CgroupJoined);
     let forwarded = init::block_signals()?;
     let alive = init::AlivePipe::new()?;

@@ -20,7 +20,11 @@
 //!    string, then POSIX word splitting (`unterminated-quote`);
 //! 3. every word: `control-character`, `command-substitution`; then `shell-operator` (argv:
 //!    operator words; command: unquoted `;&|<>()`), and in the command form `shell-expansion`
-//!    (`$VAR`, `~`, globs, braces) and `shell-syntax` (`#` comments);
+//!    (`$VAR`, `~`, globs, braces) and `shell-syntax` (`#` comments). Exception, argv form
+//!    only: the arguments of a program named in `free_text` (an agent CLI, whose arguments
+//!    are prompts) are free text: newline, tab, CR, backticks, `$(` and operator words are
+//!    allowed there, since no shell ever parses them; other control characters (ESC, DEL,
+//!    C1...) are still refused (`control-character`);
 //! 4. the command, recursively for nested commands: `env-assignment`, allow-list
 //!    (`not-allowed`, `wrapped-not-allowed`), resolution (`program-not-found`,
 //!    `program-in-repo`, `program-world-writable`), then the program's argument rules
@@ -98,6 +102,26 @@ pub struct Rules {
     /// Extra node options allowed beyond the built-in safe list (e.g. "-e" for a benchmark
     /// profile that allows eval).
     pub node_options: Vec<String>,
+    /// Programs whose arguments are free text (prompts): argv[0] exactly as written, a bare
+    /// name or an absolute path; never node/npm/npx, a shell or a wrapper (their arguments
+    /// are code or commands). In the argv form their arguments may hold newlines, tabs, CRs,
+    /// backticks, `$(` and operator words; every other rule still applies.
+    #[serde(default)]
+    pub free_text: Vec<String>,
+}
+
+/// Can `entry` be in `free_text`? A bare name or an absolute path of a program without
+/// argument rules: node, npm, npx, shells and wrappers read code or commands in theirs.
+pub fn free_text_entry(entry: &str) -> Result<(), String> {
+    if entry.is_empty() || (entry.contains('/') && !entry.starts_with('/')) {
+        return Err("must be a bare program name or an absolute path".into());
+    }
+    match engine::kind_of(entry) {
+        engine::Kind::Plain => Ok(()),
+        _ => Err(
+            "is node, npm, npx, a shell or a wrapper, whose arguments are code or commands".into(),
+        ),
+    }
 }
 
 /// Where the command would run.
@@ -163,7 +187,7 @@ impl Verdict {
 
 /// Judges `input` under `rules` in `ctx`. Never panics, never runs anything.
 pub fn gate(input: &Input, rules: &Rules, ctx: &Context) -> Verdict {
-    let argv = match prepare(input) {
+    let argv = match prepare(input, rules) {
         Ok(argv) => argv,
         Err((deny, argv)) => return denied(deny, argv, None),
     };
@@ -197,9 +221,9 @@ pub fn found_path(verdict: &Verdict, path: &OsStr, cwd: &Path) -> Option<PathBuf
 type Stop = (Deny, Vec<String>);
 
 /// Rules 1-5: size, encoding, splitting and the per-word lexical checks. Returns the argv.
-fn prepare(input: &Input) -> Result<Vec<String>, Stop> {
+fn prepare(input: &Input, rules: &Rules) -> Result<Vec<String>, Stop> {
     match input {
-        Input::Argv(args) => prepare_argv(args),
+        Input::Argv(args) => prepare_argv(args, rules),
         Input::Command(command) => prepare_command(command),
     }
 }
@@ -231,7 +255,7 @@ fn check_sizes(total: usize, lengths: impl Iterator<Item = usize>) -> Result<(),
     Ok(())
 }
 
-fn prepare_argv(args: &[OsString]) -> Result<Vec<String>, Stop> {
+fn prepare_argv(args: &[OsString], rules: &Rules) -> Result<Vec<String>, Stop> {
     let total = args.iter().map(|a| a.len() + 1).sum();
     check_sizes(total, args.iter().map(|a| a.len()))?;
     if args.is_empty() {
@@ -252,9 +276,17 @@ fn prepare_argv(args: &[OsString]) -> Result<Vec<String>, Stop> {
             }
         }
     }
-    let lexical = text::check_control(argv.iter().map(String::as_str))
-        .and_then(|()| text::check_substitution(argv.iter().map(String::as_str)))
-        .and_then(|()| text::check_operator_words(argv.iter().map(String::as_str)));
+    // The arguments of a free-text program: no shell ever parses them (we exec argv), so only
+    // the control characters that are not text stay refused.
+    let free = rules.free_text.contains(&argv[0]) && free_text_entry(&argv[0]).is_ok();
+    let checked = if free { &argv[..1] } else { &argv[..] };
+    let lexical = text::check_control(checked.iter().map(String::as_str))
+        .and_then(|()| text::check_substitution(checked.iter().map(String::as_str)))
+        .and_then(|()| text::check_operator_words(checked.iter().map(String::as_str)))
+        .and_then(|()| match free {
+            true => text::check_free_text(argv[1..].iter().map(String::as_str)),
+            false => Ok(()),
+        });
     match lexical {
         Ok(()) => Ok(argv),
         Err(deny) => Err((deny, argv)),

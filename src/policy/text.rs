@@ -87,6 +87,27 @@ pub fn check_control<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<(),
     Ok(())
 }
 
+/// Control characters a free-text argument (a prompt) may hold: newline, tab and CR. ESC,
+/// DEL, NUL (impossible in argv anyway) and the rest stay refused there: a prompt is text,
+/// and an escape sequence in an argument is how a terminal that shows it (a log, `ps`, the
+/// agent's own echo) gets its text hidden or rewritten. Binary data goes through `--stdin`.
+pub fn is_free_text_control(c: char) -> bool {
+    matches!(c, '\n' | '\t' | '\r')
+}
+
+/// Rule `control-character` for the arguments of a `free_text` program.
+pub fn check_free_text<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<(), Deny> {
+    for word in words {
+        if let Some(c) = word
+            .chars()
+            .find(|c| is_control(*c) && !is_free_text_control(*c))
+        {
+            return Err(control_deny(word, c));
+        }
+    }
+    Ok(())
+}
+
 /// The denial for a control character `c` found in `word`.
 pub fn control_deny(word: &str, c: char) -> Deny {
     Deny::denied(
