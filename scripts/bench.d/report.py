@@ -283,7 +283,7 @@ def main():
         bh = med(x["mib_s"] for x in net["bulk"]["host"])
         bp = med(x["mib_s"] for x in net["bulk"]["proxy"])
         idle, busy = net["rss_kib"]["0"], net["rss_kib"][str(net["hold_n"])]
-        p(f"### Network: the `--net filtered` proxy (issue 12)")
+        p("### Network: the `--net filtered` proxy (issue 12)")
         p("")
         p("Servers on the host's 127.0.0.1, each allowed by its literal (`--allow-host 127.0.0.1:PORT`): "
           "`openssl s_server -www` (EC P-256 certificate) and a bulk TCP server "
