@@ -794,3 +794,156 @@ srv.listen(18900, '127.0.0.1', () => {
     assert_eq!(r.stdout, "inner ok\ninner ok\n", "{r}");
     assert!(connections(&rep).is_empty(), "{rep:#}");
 }
+
+/// A directory served over HTTPS on the host's 127.0.0.1 (python3's http.server wrapped in
+/// TLS, a throw-away certificate): what a git host's "dumb HTTP" needs. Each request it
+/// answers is one line of its log.
+fn https_dir_server(f: &Fixture, dir: &Path) -> Option<(TlsServer, PathBuf)> {
+    let (openssl, python) = (which("openssl")?, which("python3")?);
+    let (key, cert) = (f.path("git-key.pem"), f.path("git-cert.pem"));
+    let ok = Command::new(&openssl)
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    if !ok {
+        return None;
+    }
+    let (port_file, log) = (f.path("git-server.port"), f.path("git-server.log"));
+    const SERVER: &str = r#"
+import functools, http.server, ssl, sys
+d, cert, key, port_file = sys.argv[1:5]
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=d)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(s.server_address[1]))
+__import__("os").rename(port_file + ".tmp", port_file)
+s.serve_forever()
+"#;
+    let child = Command::new(&python)
+        .arg("-c")
+        .arg(SERVER)
+        .arg(dir)
+        .arg(&cert)
+        .arg(&key)
+        .arg(&port_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).ok()?)
+        .spawn()
+        .ok()?;
+    let mut server = TlsServer { port: 0, child };
+    for _ in 0..500 {
+        if let Some(port) = std::fs::read_to_string(&port_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            server.port = port;
+            return Some((server, log));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// `git ls-remote` over HTTPS through the proxy (issue 12's acceptance list), against a bare
+/// repository served by "dumb HTTP" on the host's loopback and allowed by its literal; the
+/// same command without the entry: the 403 (git names it), the stderr line, the report entry,
+/// and no request at the server. No outside git host is needed.
+#[test]
+fn git_ls_remote_over_https_through_the_proxy() {
+    if ready("git").is_none() || ready("env").is_none() {
+        return;
+    }
+    let f = Fixture::new("net-git");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (src, served) = (f.path("git-src"), f.path("served"));
+    std::fs::create_dir_all(&served).unwrap();
+    let (src_s, bare) = (src.to_str().unwrap(), served.join("r.git"));
+    git(&["init", "-q", src_s]);
+    git(&["-C", src_s, "commit", "-q", "--allow-empty", "-m", "one"]);
+    let head = git(&["-C", src_s, "rev-parse", "HEAD"]).trim().to_string();
+    git(&["clone", "-q", "--bare", src_s, bare.to_str().unwrap()]);
+    git(&["-C", bare.to_str().unwrap(), "update-server-info"]);
+    let Some((srv, log)) = https_dir_server(&f, &served) else {
+        skip_tool("openssl and python3 cannot serve HTTPS here");
+        return;
+    };
+    let requests = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("\"GET /r.git/")
+            .count()
+    };
+    let repo = f.repo("repo");
+    let spec = Spec::extends("validate")
+        .net("filtered")
+        .programs(&["git", "env"]);
+    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
+    t["gate"]
+        .as_table_mut()
+        .unwrap()
+        .insert("wrapped".into(), toml::Value::Array(vec!["git".into()]));
+    let p = f.path("git.toml");
+    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
+    let url = format!("https://127.0.0.1:{}/r.git", srv.port);
+    let lit = format!("127.0.0.1:{}", srv.port);
+    // NO_PROXY covers loopback (the sandbox's own servers): unset here, git's https goes
+    // through HTTPS_PROXY to the host's loopback. The certificate is a throw-away one.
+    let argv = [
+        "env",
+        "-u",
+        "NO_PROXY",
+        "-u",
+        "no_proxy",
+        "git",
+        "-c",
+        "http.sslVerify=false",
+        "ls-remote",
+        url.as_str(),
+    ];
+
+    let (r, rep) = run_in(&p, &repo, &["--allow-host", &lit], &argv);
+    r.assert_code(0);
+    assert!(r.stdout.contains(&format!("{head}\tHEAD\n")), "{r}");
+    assert!(r.stdout.contains(&format!("{head}\trefs/heads/")), "{r}");
+    let seen = requests();
+    assert!(seen >= 1, "the server saw no request:\n{r}");
+    let e = entry(&rep, "127.0.0.1", srv.port);
+    assert_eq!(e["allowed"], true, "{e}");
+    assert!(e["bytes_down"].as_u64().unwrap() > 0, "{e}");
+
+    let (r, rep) = run_in(&p, &repo, &[], &argv);
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(
+        r.stderr.contains("403"),
+        "git names the proxy's answer:\n{r}"
+    );
+    let line = format!(
+        "sandbox-run: network: denied CONNECT {lit} (not on the allow-list of profile {}; add --allow-host {lit})",
+        p.display()
+    );
+    assert_eq!(r.stderr.matches(&line).count(), 1, "{r}");
+    let e = entry(&rep, "127.0.0.1", srv.port);
+    assert_eq!(e["allowed"], false, "{e}");
+    assert_eq!(e["reason"], "not on the allow-list", "{e}");
+    assert_eq!(requests(), seen, "the server was reached:\n{r}");
+}

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Medians, ratios and the issue-6 targets from one scripts/bench run.
+"""Medians, ratios and the targets of issues 6, 12 and 14 from one scripts/bench run.
 
   report.py WORKDIR
 
 Reads what scripts/bench left in WORKDIR (meta.tsv, hf-*.json from hyperfine --export-json,
-internal.tsv, rss-*.json, steps.json), prints the tables (Markdown, readable as text) and
+internal.tsv, rss-*.json, steps.json, net.json), prints the tables (Markdown, readable as text) and
 writes WORKDIR/summary.json. Only reports: no exit status depends on a timing.
 """
 import json
@@ -273,6 +273,55 @@ def main():
       f"{mounts} entries")
     p("")
 
+    # --- network: the --net filtered proxy ----------------------------------------------------------
+    net = load_json(os.path.join(work, "net.json"))
+    net_targets = []
+    if net:
+        med = statistics.median
+        ch = med(x["conn_us"] for x in net["conn"]["host"]) / 1000
+        cp = med(x["conn_us"] for x in net["conn"]["proxy"]) / 1000
+        bh = med(x["mib_s"] for x in net["bulk"]["host"])
+        bp = med(x["mib_s"] for x in net["bulk"]["proxy"])
+        idle, busy = net["rss_kib"]["0"], net["rss_kib"][str(net["hold_n"])]
+        p("### Network: the `--net filtered` proxy (issue 12)")
+        p("")
+        p("Servers on the host's 127.0.0.1, each allowed by its literal (`--allow-host 127.0.0.1:PORT`): "
+          "`openssl s_server -www` (EC P-256 certificate) and a bulk TCP server "
+          "(scripts/bench.d/net.c). The client (the same helper) runs on the host, connecting "
+          "directly, or inside the sandbox through the proxy (HTTP CONNECT on the sandbox's "
+          "127.0.0.1:3128); it times itself, so no process start is in the figures. Host and "
+          "sandbox runs interleaved.")
+        p("")
+        p("| measure | host, direct | sandbox, through the proxy | proxy vs direct |")
+        p("|---|---|---|---|")
+        p(f"| one TLS connection (connect, CONNECT, handshake, GET, EOF), median of "
+          f"{net['conn_n']} sequential x {net['rounds']} round(s), ms | {ch:.2f} | {cp:.2f} | "
+          f"{cp - ch:+.2f} ms |")
+        p(f"| {net['bulk_mib']} MiB in one TCP stream (a CONNECT tunnel), median of "
+          f"{net['bulk_rounds']} runs, MiB/s | {bh:.0f} | {bp:.0f} | {100 * bp / bh:.0f} % |")
+        p("")
+        p("Per run (MiB/s), host: " + ", ".join(f"{x['mib_s']:.0f}" for x in net["bulk"]["host"])
+          + "; proxy: " + ", ".join(f"{x['mib_s']:.0f}" for x in net["bulk"]["proxy"]))
+        p("")
+        p(f"- supervisor peak RSS (VmHWM): {mib(idle)} with the proxy idle, {mib(busy)} with "
+          f"{net['hold_n']} tunnels open at once, each having moved 1 MiB "
+          f"({(busy - idle) / net['hold_n']:.0f} KiB per tunnel)")
+        p("")
+        summary["network"] = {"conn_ms": {"host": ch, "proxy": cp}, "bulk_mib_s": {"host": bh, "proxy": bp},
+                              "rss_kib": net["rss_kib"], "raw": net}
+        net_targets = [
+            ("proxy's added cost per TLS connection (median; issue 12 sets no figure)",
+             f"{cp - ch:+.2f} ms ({cp:.2f} vs {ch:.2f} ms)", None),
+            ("throughput through the proxy >= 80 % of direct (100 MiB)",
+             f"{100 * bp / bh:.0f} % ({bp:.0f} vs {bh:.0f} MiB/s)", bp >= 0.8 * bh),
+            (f"supervisor peak RSS with {net['hold_n']} tunnels <= 3 MiB (issue 14)",
+             f"{mib(busy)} (proxy idle: {mib(idle)})", busy <= 3 * 1024),
+        ]
+    elif meta.get("net_note"):
+        p(f"### Network: {meta['net_note']}")
+        p("")
+        net_targets = [("the --net filtered proxy (issue 12)", meta["net_note"], None)]
+
     # --- targets ----------------------------------------------------------------------------------
     def verdict(ok):
         return "n/a" if ok is None else ("PASS" if ok else "MISS")
@@ -313,7 +362,8 @@ def main():
                               f"host mounts {mounts}{hf_note}", ok))
     else:
         targets.append((name, "n/a", None))
-    p("### Targets (issue 6)")
+    targets += net_targets
+    p("### Targets (issues 6, 12 and 14)")
     p("")
     p("| target | measured | verdict |")
     p("|---|---|---|")

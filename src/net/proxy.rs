@@ -2,9 +2,10 @@
 //!
 //! pid 1 creates the listening socket on the sandbox's own loopback and passes it to the
 //! supervisor; the supervisor accepts on it here and dials out from the host's network
-//! namespace. One thread accepts; each connection gets a thread, and a second one for the
-//! download direction of its tunnel (blocking copies, no event loop to get wrong: measured in
-//! `scripts/bench`).
+//! namespace. One thread accepts; each connection gets one thread, which reads the request
+//! and checks it with blocking calls, then moves both directions of the tunnel in one poll
+//! loop with non-blocking `splice(2)` (no second thread per connection, the bytes never in
+//! our memory: measured in `scripts/bench`).
 //!
 //! What it speaks: HTTP CONNECT (a tunnel for any TLS or TCP stream) and absolute-form plain
 //! HTTP (`GET http://host/path`), parsed with `httparse`. What it checks, in order:
@@ -38,9 +39,10 @@ const MAX_HEAD: usize = 16 * 1024;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection to an allowed address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// Connections open at once; more get a 503. Each holds up to six fds of the supervisor (two
-/// sockets, two splice pipes), which keeps 128 of them under the usual 1024-fd soft limit.
-const MAX_ACTIVE: usize = 128;
+/// Connections open at once; more get a 503. Each holds up to eight fds of the supervisor
+/// (two sockets, the copies of them that [`Proxy::stop`] shuts down, two splice pipes), which
+/// keeps 100 of them well under the usual 1024-fd soft limit.
+const MAX_ACTIVE: usize = 100;
 /// Distinct host:port entries the log keeps (and hosts the stderr lines name); past that a
 /// hostile command inventing names cannot grow the supervisor's memory: the rest are counted
 /// under [`OVERFLOW`].
@@ -104,6 +106,14 @@ pub struct Proxy {
 impl Proxy {
     /// Serve the sandbox on `listener` (a listening socket of the sandbox's namespace).
     pub fn start(listener: TcpListener, config: Config) -> std::io::Result<Proxy> {
+        // Connection threads allocate little: one malloc arena for all of them, instead of
+        // glibc's one per thread up to 8 per CPU, each a few pages of the supervisor's RSS
+        // (measured in `scripts/bench`, 50 tunnels at once).
+        #[cfg(target_env = "gnu")]
+        // SAFETY: mallopt only sets an allocator parameter; it is thread-safe.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+        }
         let shared = Arc::new(Shared {
             config,
             stop: AtomicBool::new(false),
@@ -180,6 +190,10 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
+        // Both sides without Nagle: a relay must not hold back a small segment until the
+        // previous one is acknowledged (with the peer's delayed ACK, 40 ms on every TLS
+        // handshake through the tunnel: measured in scripts/bench).
+        let _ = stream.set_nodelay(true);
         if shared.active.load(Ordering::SeqCst) >= MAX_ACTIVE {
             let _ = respond(
                 &stream,
@@ -457,7 +471,6 @@ impl Shared {
 fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
     let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
     let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
     let req = loop {
         match parse_request(&buf) {
             Ok(Some(r)) => break r,
@@ -471,9 +484,9 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
                 return;
             }
         }
-        match (&*client).read(&mut chunk) {
+        match read_more(client, &mut buf, MAX_HEAD + 1) {
             Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n.min(MAX_HEAD + 1 - buf.len().min(MAX_HEAD))]),
+            Ok(_) => {}
         }
     };
     let (host, port, what) = (&req.host, req.port, req.method.as_str());
@@ -539,6 +552,21 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) {
     relay(client, &upstream, &counters);
 }
 
+/// Read at most 4 KiB more into `buf`, never past `limit` bytes in all (0 when full): straight
+/// into the vector, no buffer on the connection thread's stack (each thread's stack is
+/// resident memory of the supervisor).
+fn read_more(s: &TcpStream, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<usize> {
+    let old = buf.len();
+    let room = limit.saturating_sub(old).min(4096);
+    if room == 0 {
+        return Ok(0);
+    }
+    buf.resize(old + room, 0);
+    let r = (&*s).read(&mut buf[old..]);
+    buf.truncate(old + *r.as_ref().unwrap_or(&0));
+    r
+}
+
 fn connect(addrs: &[SocketAddr]) -> std::io::Result<TcpStream> {
     let mut last = std::io::Error::from_raw_os_error(libc::EHOSTUNREACH);
     for a in addrs {
@@ -564,7 +592,6 @@ fn check_tunnel(
     pending: &mut Vec<u8>,
 ) -> Result<(), Denial> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut chunk = [0u8; 4096];
     loop {
         match sni::parse(pending) {
             Hello::Partial if pending.len() < sni::MAX_HELLO + 5 => {}
@@ -617,17 +644,209 @@ fn check_tunnel(
             return Ok(());
         }
         if fds[0].any().unwrap_or(false) {
-            match (&*client).read(&mut chunk) {
+            match read_more(client, pending, sni::MAX_HELLO + 5) {
                 Ok(0) | Err(_) => return Ok(()),
-                Ok(n) => pending.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
         }
     }
 }
 
-/// Copy both ways until both are done: the download direction on a thread of its own, so a
-/// full buffer one way never stalls the other.
+/// Copy both ways until both are done, on the connection's own thread: one poll loop moves
+/// each direction through a pipe with non-blocking `splice(2)` (the bytes never enter our
+/// memory, and no second thread per connection: measured in `scripts/bench`). Where splice
+/// is refused, a blocking copy per direction instead.
 fn relay(client: &TcpStream, upstream: &TcpStream, counters: &Arc<Counters>) {
+    match splice_relay(client, upstream, counters) {
+        Ok(()) => {}
+        Err(Some(_)) => {
+            if client.set_nonblocking(false).is_ok() && upstream.set_nonblocking(false).is_ok() {
+                relay_threads(client, upstream, counters);
+            }
+        }
+        Err(None) => {
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = upstream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// One direction of a tunnel through its pipe.
+struct Dir<'a> {
+    from: &'a TcpStream,
+    to: &'a TcpStream,
+    count: &'a AtomicU64,
+    r: std::os::fd::OwnedFd,
+    w: std::os::fd::OwnedFd,
+    /// Bytes in the pipe.
+    held: usize,
+    cap: usize,
+    /// `from` reached end-of-file.
+    eof: bool,
+    /// `to` was half-closed after the last byte.
+    done: bool,
+}
+
+/// Larger pipes move more per call; the default (64 KiB) when the user's pipe quota says no.
+const PIPE: usize = 1 << 20;
+
+impl<'a> Dir<'a> {
+    fn new(from: &'a TcpStream, to: &'a TcpStream, count: &'a AtomicU64) -> Result<Self, i32> {
+        use nix::fcntl::OFlag;
+        let (r, w) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| e as i32)?;
+        // SAFETY: fcntl on a pipe we own.
+        let cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE as libc::c_int) };
+        let cap = if cap > 0 { cap as usize } else { 64 * 1024 };
+        Ok(Dir {
+            from,
+            to,
+            count,
+            r,
+            w,
+            held: 0,
+            cap,
+            eof: false,
+            done: false,
+        })
+    }
+
+    fn wants_read(&self) -> bool {
+        !self.eof && self.held < self.cap
+    }
+
+    /// Move what can be moved now, without blocking: `Ok(true)` if anything moved.
+    /// `Err(Some(errno))` when splice itself is refused, `Err(None)` when the connection
+    /// failed.
+    fn step(&mut self) -> Result<bool, Option<i32>> {
+        let mut progress = false;
+        if self.wants_read() {
+            match splice(
+                self.from.as_raw_fd(),
+                self.w.as_raw_fd(),
+                self.cap - self.held,
+            )? {
+                Some(0) => {
+                    self.eof = true;
+                    progress = true;
+                }
+                Some(n) => {
+                    self.held += n;
+                    progress = true;
+                }
+                None => {}
+            }
+        }
+        if self.held > 0 {
+            if let Some(m) = splice(self.r.as_raw_fd(), self.to.as_raw_fd(), self.held)? {
+                if m == 0 {
+                    return Err(None);
+                }
+                self.held -= m;
+                self.count.fetch_add(m as u64, Ordering::Relaxed);
+                progress = true;
+            }
+        }
+        if self.eof && self.held == 0 && !self.done {
+            self.done = true;
+            let _ = self.to.shutdown(Shutdown::Write);
+        }
+        Ok(progress)
+    }
+}
+
+/// One non-blocking splice: `Ok(None)` when it would block.
+fn splice(
+    from: std::os::fd::RawFd,
+    to: std::os::fd::RawFd,
+    len: usize,
+) -> Result<Option<usize>, Option<i32>> {
+    loop {
+        // SAFETY: splice between fds we own, no offsets.
+        let n = unsafe {
+            libc::splice(
+                from,
+                std::ptr::null_mut(),
+                to,
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if n >= 0 {
+            return Ok(Some(n as usize));
+        }
+        match std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+        {
+            libc::EINTR => continue,
+            libc::EAGAIN => return Ok(None),
+            e @ (libc::EINVAL | libc::ENOSYS) => return Err(Some(e)),
+            _ => return Err(None),
+        }
+    }
+}
+
+/// `Err(Some(errno))` when splice is refused before any byte moved (fall back to copies).
+fn splice_relay(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    counters: &Arc<Counters>,
+) -> Result<(), Option<i32>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    client.set_nonblocking(true).map_err(|_| None)?;
+    upstream.set_nonblocking(true).map_err(|_| None)?;
+    let mut up = Dir::new(client, upstream, &counters.up).map_err(Some)?;
+    let mut down = Dir::new(upstream, client, &counters.down).map_err(Some)?;
+    let mut moved = false;
+    loop {
+        let progress = match (up.step(), down.step()) {
+            (Ok(a), Ok(b)) => a || b,
+            (Err(Some(e)), _) | (_, Err(Some(e))) if !moved => return Err(Some(e)),
+            _ => return Err(None),
+        };
+        moved |= progress;
+        if up.done && down.done {
+            return Ok(());
+        }
+        if progress {
+            continue;
+        }
+        // Nothing moves: wait for a socket to become readable (a direction with room in its
+        // pipe) or writable (a direction with bytes in its pipe).
+        let flags = |read: bool, write: bool| {
+            let mut f = PollFlags::empty();
+            if read {
+                f |= PollFlags::POLLIN;
+            }
+            if write {
+                f |= PollFlags::POLLOUT;
+            }
+            f
+        };
+        let c = flags(up.wants_read(), down.held > 0);
+        let u = flags(down.wants_read(), up.held > 0);
+        let mut fds = Vec::with_capacity(2);
+        if !c.is_empty() {
+            fds.push(PollFd::new(client.as_fd(), c));
+        }
+        if !u.is_empty() {
+            fds.push(PollFd::new(upstream.as_fd(), u));
+        }
+        if fds.is_empty() {
+            return Ok(());
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return Err(None),
+        }
+    }
+}
+
+/// The blocking copies of [`relay`] where splice is refused: the download direction on a
+/// thread of its own, so a full buffer one way never stalls the other.
+fn relay_threads(client: &TcpStream, upstream: &TcpStream, counters: &Arc<Counters>) {
     let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
         return;
     };
@@ -642,80 +861,13 @@ fn relay(client: &TcpStream, upstream: &TcpStream, counters: &Arc<Counters>) {
 }
 
 /// One direction of a tunnel, until end-of-file (then half-close the other side) or an error
-/// (then cut both). Through a pipe with `splice(2)`: the bytes never enter our memory.
+/// (then cut both).
 fn copy(from: &TcpStream, to: &TcpStream, count: &AtomicU64) {
-    let done = match splice_copy(from, to, count) {
-        Ok(()) => true,
-        Err(Some(e)) if e == libc::EINVAL || e == libc::ENOSYS => read_write_copy(from, to, count),
-        Err(_) => false,
-    };
-    if done {
+    if read_write_copy(from, to, count) {
         let _ = to.shutdown(Shutdown::Write);
     } else {
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
-    }
-}
-
-/// `Err(Some(errno))` when splice itself is refused before any byte moved (fall back),
-/// `Err(None)` on a failure of the connection.
-fn splice_copy(from: &TcpStream, to: &TcpStream, count: &AtomicU64) -> Result<(), Option<i32>> {
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Some(e as i32))?;
-    // A larger pipe moves more per call; the default (64 KiB) when the user's pipe quota says
-    // no.
-    // SAFETY: fcntl on a pipe we own.
-    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    let errno = || {
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    let mut moved = false;
-    loop {
-        // SAFETY: splice between fds we own, no offsets.
-        let n = unsafe {
-            libc::splice(
-                from.as_raw_fd(),
-                std::ptr::null_mut(),
-                w.as_raw_fd(),
-                std::ptr::null_mut(),
-                1 << 20,
-                libc::SPLICE_F_MOVE,
-            )
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        if n < 0 {
-            match errno() {
-                libc::EINTR => continue,
-                e if !moved && (e == libc::EINVAL || e == libc::ENOSYS) => return Err(Some(e)),
-                _ => return Err(None),
-            }
-        }
-        moved = true;
-        let mut left = n as usize;
-        while left > 0 {
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::splice(
-                    r.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    to.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    left,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            if m < 0 && errno() == libc::EINTR {
-                continue;
-            }
-            if m <= 0 {
-                return Err(None);
-            }
-            left -= m as usize;
-            count.fetch_add(m as u64, Ordering::Relaxed);
-        }
     }
 }
 
@@ -1082,6 +1234,57 @@ mod tests {
         assert!(got.contains("fix: add --allow-host 127.0.0.1:1,"), "{got}");
         let log = proxy.stop();
         assert_eq!(log.len(), 2, "{log:?}");
+    }
+
+    /// The relay loop moves large streams both ways at once (no stall when both pipes
+    /// fill), passes a half-close on, and counts every byte.
+    #[test]
+    fn tunnels_move_large_streams_both_ways() {
+        const N: usize = 24 << 20;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            // echo until end-of-file, then a trailer and close
+            let (mut s, _) = l.accept().unwrap();
+            let mut b = vec![0u8; 100_000];
+            loop {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => s.write_all(&b[..n]).unwrap(),
+                }
+            }
+            s.write_all(b"bye").unwrap();
+        });
+        let (proxy, p) = proxy_for(port);
+        let mut c = TcpStream::connect(("127.0.0.1", p)).unwrap();
+        write!(c, "CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").unwrap();
+        let mut head = [0u8; 39];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200 Connection established\r\n\r\n");
+        let mut w = c.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            let chunk: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8).collect();
+            for _ in 0..N / chunk.len() {
+                w.write_all(&chunk).unwrap();
+            }
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut got = Vec::with_capacity(N + 3);
+        c.read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        assert_eq!(got.len(), N + 3);
+        assert!(got.ends_with(b"bye"));
+        assert!(got[..N]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == ((i % 65536) % 251) as u8));
+        let log = proxy.stop();
+        assert_eq!(
+            (log[0].bytes_up, log[0].bytes_down),
+            (N as u64, N as u64 + 3),
+            "{log:?}"
+        );
     }
 
     /// A command inventing names cannot grow the supervisor's memory: the log and the set of

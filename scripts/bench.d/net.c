@@ -1,0 +1,237 @@
+/* The network client (and bulk server) of scripts/bench (issue 12): what the --net filtered
+ * proxy costs, timed inside one process so that no process start is in the figures.
+ *
+ *   net conn N HOST PORT [PROXY_PORT]     N sequential TLS connections (TCP connect, CONNECT
+ *                                         when PROXY_PORT is given, TLS handshake, GET, read
+ *                                         to EOF); prints conn_us=MEDIAN p10_us= p90_us=
+ *   net bulk BYTES HOST PORT [PROXY_PORT] one TCP stream of BYTES from the bulk server (through
+ *                                         a CONNECT tunnel when PROXY_PORT is given); prints
+ *                                         bytes= seconds= mib_s=
+ *   net hold N BYTES SECONDS HOST PORT PROXY_PORT
+ *                                         N tunnels at once, each reading BYTES, then all held
+ *                                         open SECONDS; prints open=N
+ *   net serve-bulk PORT_FILE              the bulk server on 127.0.0.1 (a random port, written
+ *                                         to PORT_FILE): reads "BYTES\n", sends that many
+ *                                         bytes, closes; one process per connection
+ *
+ * Every failure is one line on stderr and exit 1.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what) {
+  fprintf(stderr, "net: %s: %s\n", what, errno ? strerror(errno) : "failed");
+  exit(1);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int dial(int port) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket");
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) die("connect");
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+static void write_all(int fd, const char *b, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) die("write");
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+/* A connection to HOST:PORT, through a CONNECT tunnel of the proxy when proxy > 0. */
+static int open_to(const char *host, int port, int proxy) {
+  if (proxy <= 0) return dial(port);
+  int fd = dial(proxy);
+  char req[512];
+  int n = snprintf(req, sizeof req, "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n", host, port,
+                   host, port);
+  write_all(fd, req, (size_t)n);
+  /* Byte by byte up to the end of the answer's head: nothing of the tunnel is read here. */
+  char head[1024];
+  size_t len = 0;
+  while (len < 4 || memcmp(head + len - 4, "\r\n\r\n", 4) != 0) {
+    if (len == sizeof head) { errno = 0; die("CONNECT answer too long"); }
+    ssize_t r = read(fd, head + len, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) die("reading the CONNECT answer");
+    len += (size_t)r;
+  }
+  if (len < 12 || memcmp(head + 9, "200", 3) != 0) {
+    errno = 0;
+    head[len < 200 ? len : 200] = 0;
+    fprintf(stderr, "net: the proxy refused: %s\n", head);
+    exit(1);
+  }
+  return fd;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int conn(int n, const char *host, int port, int proxy) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  if (!ctx) die("SSL_CTX_new");
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+  /* A new handshake each time, as a new process would do. */
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  double *t = calloc((size_t)n, sizeof *t);
+  if (!t) die("calloc");
+  char buf[4096];
+  for (int i = 0; i < n; i++) {
+    double t0 = now();
+    int fd = open_to(host, port, proxy);
+    SSL *s = SSL_new(ctx);
+    SSL_set_fd(s, fd);
+    if (SSL_connect(s) != 1) { errno = 0; ERR_print_errors_fp(stderr); die("TLS handshake"); }
+    const char *get = "GET / HTTP/1.0\r\n\r\n";
+    if (SSL_write(s, get, (int)strlen(get)) <= 0) { errno = 0; die("SSL_write"); }
+    size_t got = 0;
+    int r;
+    while ((r = SSL_read(s, buf, sizeof buf)) > 0) got += (size_t)r;
+    if (got == 0) { errno = 0; die("no answer from the TLS server"); }
+    SSL_free(s);
+    close(fd);
+    t[i] = (now() - t0) * 1e6;
+  }
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  printf("conn_us=%.0f p10_us=%.0f p90_us=%.0f n=%d\n", t[n / 2], t[n / 10], t[n * 9 / 10], n);
+  return 0;
+}
+
+static int bulk(long long bytes, const char *host, int port, int proxy) {
+  static char buf[1 << 18];
+  double t0 = now();
+  int fd = open_to(host, port, proxy);
+  char req[64];
+  int n = snprintf(req, sizeof req, "%lld\n", bytes);
+  write_all(fd, req, (size_t)n);
+  long long got = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) die("read");
+    if (r == 0) break;
+    got += r;
+  }
+  double s = now() - t0;
+  if (got != bytes) { errno = 0; fprintf(stderr, "net: got %lld of %lld bytes\n", got, bytes); exit(1); }
+  printf("bytes=%lld seconds=%.4f mib_s=%.1f\n", got, s, got / s / 1048576.0);
+  return 0;
+}
+
+static int hold(int n, long long bytes, double seconds, const char *host, int port, int proxy) {
+  static char buf[1 << 16];
+  struct pollfd *p = calloc((size_t)n, sizeof *p);
+  long long *left = calloc((size_t)n, sizeof *left);
+  if (!p || !left) die("calloc");
+  char req[64];
+  int rl = snprintf(req, sizeof req, "%lld\n", bytes);
+  for (int i = 0; i < n; i++) {
+    p[i].fd = open_to(host, port, proxy);
+    p[i].events = POLLIN;
+    left[i] = bytes;
+    write_all(p[i].fd, req, (size_t)rl);
+  }
+  int busy = n;
+  while (busy > 0) {
+    if (poll(p, (nfds_t)n, 30000) <= 0) die("poll (a tunnel stalled)");
+    for (int i = 0; i < n; i++) {
+      if (p[i].fd < 0 || !p[i].revents) continue;
+      ssize_t r = read(p[i].fd, buf, sizeof buf);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) die("read");
+      left[i] -= r;
+      if (r == 0) {
+        if (left[i] != 0) { errno = 0; die("a tunnel ended early"); }
+        p[i].fd = -p[i].fd - 1; /* poll skips negative fds; keep it open */
+        busy--;
+      }
+    }
+  }
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+  nanosleep(&ts, NULL);
+  printf("open=%d\n", n);
+  return 0;
+}
+
+static int serve_bulk(const char *port_file) {
+  static char buf[1 << 20];
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 256) != 0 ||
+      getsockname(l, (struct sockaddr *)&a, &al) != 0)
+    die("listen");
+  FILE *f = fopen(port_file, "w");
+  if (!f) die(port_file);
+  fprintf(f, "%d\n", ntohs(a.sin_port));
+  fclose(f);
+  signal(SIGCHLD, SIG_IGN);
+  for (;;) {
+    int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    if (fork() == 0) {
+      char line[64];
+      size_t len = 0;
+      while (len < sizeof line - 1) {
+        ssize_t r = read(c, line + len, 1);
+        if (r <= 0 || line[len] == '\n') break;
+        len++;
+      }
+      line[len] = 0;
+      long long n = atoll(line);
+      while (n > 0) {
+        ssize_t w = write(c, buf, n < (long long)sizeof buf ? (size_t)n : sizeof buf);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) _exit(1);
+        n -= w;
+      }
+      _exit(0);
+    }
+    close(c);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *m = argc > 1 ? argv[1] : "";
+  if (!strcmp(m, "conn") && (argc == 5 || argc == 6))
+    return conn(atoi(argv[2]), argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
+  if (!strcmp(m, "bulk") && (argc == 5 || argc == 6))
+    return bulk(atoll(argv[2]), argv[3], atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
+  if (!strcmp(m, "hold") && argc == 8)
+    return hold(atoi(argv[2]), atoll(argv[3]), atof(argv[4]), argv[5], atoi(argv[6]),
+                atoi(argv[7]));
+  if (!strcmp(m, "serve-bulk") && argc == 3) return serve_bulk(argv[2]);
+  fprintf(stderr, "usage: net conn|bulk|hold|serve-bulk ... (see scripts/bench.d/net.c)\n");
+  return 2;
+}
