@@ -25,6 +25,19 @@ function defaultBin() {
   return process.env.SANDBOX_RUN_BIN || 'sandbox-run';
 }
 
+// The reports go to one private directory (0700) per process, made on first use and removed
+// at exit: nobody else can plant a file or link where sandbox-run writes (it also opens the
+// path without following links it does not trust). Each step's report is removed once read.
+let reportDirPath = null;
+let reportCount = 0;
+function reportDir() {
+  if (reportDirPath === null) {
+    reportDirPath = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'sandbox-run-reports-'));
+    process.once('exit', () => fs.rmSync(reportDirPath, { recursive: true, force: true }));
+  }
+  return reportDirPath;
+}
+
 /** Keeps the last `max` bytes written to it. */
 class Tail {
   constructor(max) {
@@ -138,10 +151,7 @@ async function runStep(step, options = {}) {
     return { ...result, status: 'skipped', aborted: true, error: 'aborted before it started' };
   }
 
-  // A private directory (0700) for the report: sandbox-run opens the path without following
-  // links it does not trust, and nobody else can plant one here.
-  const dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'wfr-'));
-  const reportFile = path.join(dir, 'report.json');
+  const reportFile = path.join(reportDir(), `step-${++reportCount}.json`);
   const started = process.hrtime.bigint();
   try {
     const run = await spawnStep(s, buildArgs(s, reportFile), signal);
@@ -177,7 +187,7 @@ async function runStep(step, options = {}) {
     result.ok = result.status === 'ok' && !result.aborted;
     return result;
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(reportFile, { force: true });
   }
 }
 

@@ -38,14 +38,14 @@ while :; do sleep 1; done
 `,
 };
 
-test('an abort kills a SIGTERM-ignoring tree and its daemon: nothing of it survives', async (t) => {
+test('an abort kills a SIGTERM-ignoring tree and its daemon: nothing of it survives', { timeout: 60_000 }, async (t) => {
   if (skipAll) return t.skip(skipAll);
   const fx = h.fixture('abort', TREE);
   const mark = marker();
   const ac = new AbortController();
   const killGraceMs = 1000;
   const pending = runStep(
-    { argv: ['sh', './tree.sh', mark], timeoutMs: 120_000, killGraceMs },
+    { argv: ['sh', './tree.sh', mark], timeoutMs: 30_000, killGraceMs },
     { bin, profile: fx.profile, repo: fx.repo, signal: ac.signal },
   );
   // Both the parent and the daemon are running before the abort.
@@ -73,7 +73,7 @@ test('an abort kills a SIGTERM-ignoring tree and its daemon: nothing of it survi
   fx.cleanup();
 });
 
-test('the runner SIGKILLs a sandbox-run that does not exit after the abort', async (t) => {
+test('the runner SIGKILLs a sandbox-run that does not exit after the abort', { timeout: 20_000 }, async (t) => {
   if (skipAll) return t.skip(skipAll);
   // A stand-in for a hung sandbox-run: ignores SIGTERM, never writes a report.
   const fx = h.fixture('hung');
@@ -87,9 +87,11 @@ test('the runner SIGKILLs a sandbox-run that does not exit after the abort', asy
     { mode: 0o755 },
   );
   const ac = new AbortController();
+  let child;
+  t.after(() => child && child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'));
   const pending = runStep(
     { argv: ['true', mark], killGraceMs: 200 },
-    { bin: fake, profile: fx.profile, repo: fx.repo, signal: ac.signal },
+    { bin: fake, profile: fx.profile, repo: fx.repo, signal: ac.signal, onSpawn: (c) => (child = c) },
   );
   // (its SIGTERM handler is in place once it has written the file)
   await h.waitFor('the fake', () => fs.existsSync(ready), h.slack(10_000));
@@ -104,7 +106,7 @@ test('the runner SIGKILLs a sandbox-run that does not exit after the abort', asy
   fx.cleanup();
 });
 
-test('exit codes and the report come back: ok, failed, timeout, denied, output cap', async (t) => {
+test('exit codes and the report come back: ok, failed, timeout, denied, output cap', { timeout: 60_000 }, async (t) => {
   if (skipAll) return t.skip(skipAll);
   const fx = h.fixture(
     'codes',
@@ -173,7 +175,7 @@ test('exit codes and the report come back: ok, failed, timeout, denied, output c
   fx.cleanup();
 });
 
-test('8 concurrent steps each get their own sandbox, output and report', async (t) => {
+test('8 concurrent steps each get their own sandbox, output and report', { timeout: 60_000 }, async (t) => {
   if (skipAll) return t.skip(skipAll);
   const fx = h.fixture('concurrent', {
     'step.sh': 'sleep 1\necho "step $1 done"\nexit "$1"\n',
