@@ -672,6 +672,14 @@ pub fn sandbox_command<S: AsRef<OsStr>>(
 
 /// Run a command to completion, at most `limit` (then it is killed and the test fails).
 pub fn run_command(mut c: Command, limit: Duration) -> Run {
+    // Under TCG (scripts/vm-test) everything is ~10x slower: the limit is a hang guard, not a
+    // timing assertion, so it stretches with the slowdown.
+    let slowdown = std::env::var("SANDBOX_RUN_TEST_SLOWDOWN")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let limit = limit * slowdown;
     let cmd = render(&c);
     if c.get_current_dir().is_none() {
         c.current_dir(test_base());
