@@ -40,6 +40,9 @@ struct Request {
     body: Value,
     /// `/proc/PID/cmdline` lines holding the key, read while this request was served.
     key_in_cmdline: Vec<String>,
+    /// Whether, at that moment, a command line held the first prompt's marker (the CLI's
+    /// own, inside the sandbox: the scan sees the sandbox's processes).
+    cli_in_cmdline: bool,
 }
 
 /// A stub of the Claude Messages API on the host's 127.0.0.1 (an ephemeral port): a
@@ -113,7 +116,10 @@ fn cmdlines_with(needle: &str) -> Vec<String> {
     };
     for e in dir.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
@@ -171,6 +177,7 @@ fn serve(conn: TcpStream, seen: &Mutex<Vec<Request>>, file: &Path) -> std::io::R
         api_key,
         body: body.clone(),
         key_in_cmdline: cmdlines_with(KEY),
+        cli_in_cmdline: !cmdlines_with(FIRST_MARKER).is_empty(),
     });
     let mut w = conn;
     if path.starts_with("/v1/messages/count_tokens") {
@@ -228,7 +235,10 @@ fn serve(conn: TcpStream, seen: &Mutex<Vec<Request>>, file: &Path) -> std::io::R
     ];
     let mut sse = String::new();
     for e in &events {
-        sse.push_str(&format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()));
+        sse.push_str(&format!(
+            "event: {}\ndata: {e}\n\n",
+            e["type"].as_str().unwrap()
+        ));
     }
     write!(
         w,
@@ -296,7 +306,11 @@ fn claude_bin() -> Option<PathBuf> {
         // another run put it there first
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    assert!(bin.join("claude").exists(), "no claude in {}", bin.display());
+    assert!(
+        bin.join("claude").exists(),
+        "no claude in {}",
+        bin.display()
+    );
     Some(bin)
 }
 
@@ -363,7 +377,15 @@ fn claude_code_round_trip_under_adapter() {
         .args(["-c", "sleep 20", KEY])
         .spawn()
         .unwrap();
-    let found = cmdlines_with(KEY);
+    // (poll: between fork and exec the child still has the test's own command line)
+    let mut found = Vec::new();
+    for _ in 0..500 {
+        found = cmdlines_with(KEY);
+        if !found.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = decoy.kill();
     let _ = decoy.wait();
     assert!(!found.is_empty(), "the /proc/*/cmdline scan misses a key");
@@ -395,6 +417,10 @@ fn claude_code_round_trip_under_adapter() {
             q.key_in_cmdline
         );
     }
+    assert!(
+        turns.iter().all(|q| q.cli_in_cmdline),
+        "the scan did not see the CLI's own command line while it ran"
+    );
     assert!(
         turns.iter().any(|q| has_tool_result(&q.body)),
         "the Write tool's result never came back to the API: {r}"
@@ -432,7 +458,10 @@ fn claude_code_round_trip_under_adapter() {
         .iter()
         .filter(|q| conversation(q).iter().any(|s| s.contains(SECOND_MARKER)))
         .collect();
-    assert!(!second.is_empty(), "the stub never saw the second prompt: {r}");
+    assert!(
+        !second.is_empty(),
+        "the stub never saw the second prompt: {r}"
+    );
     assert!(
         second
             .iter()
