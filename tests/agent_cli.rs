@@ -277,7 +277,12 @@ fn claude_bin() -> Option<PathBuf> {
     }
     // the registry npm is configured for, asked by npm itself
     let mut ping = Command::new("npm");
-    ping.args(["ping"]);
+    ping.args([
+        "ping",
+        "--fetch-retries=1",
+        "--fetch-retry-mintimeout=1000",
+        "--fetch-retry-maxtimeout=5000",
+    ]);
     let r = run_command(ping, Duration::from_secs(120));
     if r.code != Some(0) {
         skip_tool(&format!(
