@@ -66,6 +66,18 @@ impl Runner {
     /// [`Runner::step`] with the shell line's program `shell`, and `prepend` in front of PATH
     /// (what the runner does with the lines earlier steps wrote to `GITHUB_PATH`).
     fn step_with(&self, n: u32, shell: &str, prepend: Option<&Path>, script: &str) -> Run {
+        self.step_full(n, &[], shell, prepend, script)
+    }
+
+    /// [`Runner::step_with`] with more sandbox-run options (`--allow-host HOST`).
+    fn step_full(
+        &self,
+        n: u32,
+        opts: &[&str],
+        shell: &str,
+        prepend: Option<&Path>,
+        script: &str,
+    ) -> Run {
         let id = format!("step-{n}-4b5e9c1a");
         let path = self.temp.join(format!("{id}.sh"));
         std::fs::write(&path, script).unwrap();
@@ -76,7 +88,9 @@ impl Runner {
             ("GITHUB_STEP_SUMMARY", format!("step_summary_{id}")),
         ];
         let mut c = Command::new(BIN);
-        c.args(["--profile", "github-actions", "--", shell, "-e"])
+        c.args(["--profile", "github-actions"])
+            .args(opts)
+            .args(["--", shell, "-e"])
             .arg(&path)
             .current_dir(&self.workspace)
             .env_remove("SANDBOX_RUN_PROFILE_PATH")
@@ -205,6 +219,82 @@ fn a_failing_step_fails() {
         out.stdout.contains("before") && !out.stdout.contains("after"),
         "{out}"
     );
+}
+
+/// The registry's host, as npm's own configuration names it, when it is reachable from here.
+fn npm_registry_host() -> Option<String> {
+    let out = Command::new(which("npm")?)
+        .args(["config", "get", "registry"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let registry = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let host = registry
+        .strip_prefix("https://")?
+        .split(['/', ':'])
+        .next()
+        .filter(|h| !h.is_empty())?
+        .to_string();
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), 443))
+        .ok()?
+        .next()?;
+    std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5)).ok()?;
+    Some(host)
+}
+
+/// The issue's step: `npm ci` through `--allow-host` for the configured registry, then
+/// `npm test`, in a workspace whose lockfile was made outside. The installed package reaches
+/// the workspace (the copy-back) and the test uses it. Control: with another host on the
+/// allow-list instead, the install is refused by the proxy, with its stderr line.
+#[test]
+fn a_step_installs_with_npm_ci_through_the_allow_list_then_tests() {
+    if !sandbox_works() {
+        return;
+    }
+    let Some(host) = npm_registry_host() else {
+        skip_tool("npm or its registry is not reachable from this host");
+        return;
+    };
+    let r = Runner::new("actions-npm");
+    let ws = &r.workspace;
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"app","version":"1.0.0","private":true,"scripts":{"test":"node test.js"},"dependencies":{"ms":"2.1.3"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("test.js"),
+        "const ms = require('ms');\nif (ms('2 days') !== 172800000) process.exit(1);\nconsole.log('ms ok');\n",
+    )
+    .unwrap();
+    // the lockfile, as the repo would carry it (made outside, with the network)
+    let mut lock = Command::new("npm");
+    lock.args([
+        "install",
+        "--package-lock-only",
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+    ])
+    .current_dir(ws);
+    run_command(lock, LIMIT).assert_code(0);
+    let script = "npm ci --ignore-scripts --no-audit --no-fund --fetch-retries=0\nnpm test\n";
+
+    let other = ["--allow-host", "registry.example.invalid"];
+    let denied = r.step_full(1, &other, "bash", None, script);
+    assert_ne!(denied.code, Some(0), "{denied}");
+    assert!(
+        denied
+            .stderr
+            .contains(&format!("sandbox-run: network: denied CONNECT {host}:443")),
+        "{denied}"
+    );
+    assert!(!ws.join("node_modules/ms").exists());
+
+    let out = r.step_full(2, &["--allow-host", &host], "bash", None, script);
+    out.assert_code(0);
+    assert!(out.stdout.contains("ms ok"), "{out}");
+    assert!(ws.join("node_modules/ms/package.json").exists(), "{out}");
 }
 
 /// A Python virtualenv and a Java program work in a step (each when the host has it).
