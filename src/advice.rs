@@ -282,7 +282,10 @@ mod tests {
 
     /// A real hint constant, got from the error `detect_from` gives for a layout.
     fn v1_rootless() -> cgroup::Error {
-        let t = std::env::temp_dir().join(format!("sbx-advice-{}", std::process::id()));
+        // one dir per call: the unit tests run in parallel threads of one process
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = std::env::temp_dir().join(format!("sbx-advice-{}-{n}", std::process::id()));
         for c in ["memory", "cpu", "pids"] {
             std::fs::create_dir_all(t.join(c)).unwrap();
         }
