@@ -541,16 +541,8 @@ impl Tree {
         CString::new(format!(".sandbox-run-{}-{n}", std::process::id())).unwrap_or_default()
     }
 
-    /// Put a copy of `data` at `name` with `mode` and the times of `like`, replacing what was
-    /// there (by rename: a link at `name` is replaced, not followed). Returns the bytes copied.
-    pub fn put_file(
-        &self,
-        name: &std::ffi::OsStr,
-        data: &mut File,
-        mode: u32,
-        like: &libc::stat,
-    ) -> io::Result<u64> {
-        let c = entry_name(name)?;
+    /// A fresh file beside the others, under a name no entry has, to be renamed over one.
+    fn create_temp(&self) -> io::Result<(CString, File)> {
         let tmp = Self::temp_name();
         // SAFETY: openat on our dir fd with a fresh NUL-terminated name, never following.
         let fd = unsafe {
@@ -563,7 +555,20 @@ impl Tree {
         };
         check(fd)?;
         // SAFETY: a fresh fd from the kernel.
-        let mut out = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok((tmp, File::from(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// Put a copy of `data` at `name` with `mode` and the times of `like`, replacing what was
+    /// there (by rename: a link at `name` is replaced, not followed). Returns the bytes copied.
+    pub fn put_file(
+        &self,
+        name: &std::ffi::OsStr,
+        data: &mut File,
+        mode: u32,
+        like: &libc::stat,
+    ) -> io::Result<u64> {
+        let c = entry_name(name)?;
+        let (tmp, mut out) = self.create_temp()?;
         let times = [
             libc::timespec {
                 tv_sec: like.st_atime,
@@ -583,6 +588,27 @@ impl Tree {
             Ok(n)
         });
         self.rename_over(&tmp, &c, name, done)
+    }
+
+    /// Put `data` at `name` with `mode`, replacing what was there, as [`Tree::put_file`].
+    pub fn put_bytes(&self, name: &std::ffi::OsStr, data: &[u8], mode: u32) -> io::Result<()> {
+        use std::io::Write;
+        let c = entry_name(name)?;
+        let (tmp, mut out) = self.create_temp()?;
+        let done = out.write_all(data).and_then(|()| {
+            // SAFETY: fchmod of an fd we own.
+            check(unsafe { libc::fchmod(out.as_raw_fd(), mode) })
+        });
+        self.rename_over(&tmp, &c, name, done)
+    }
+
+    /// The whole content of the regular file `name`, at most `cap` bytes; `None` when it is
+    /// missing, not a regular file (never a link followed, never a blocking open) or larger.
+    pub fn read_small(&self, name: &std::ffi::OsStr, cap: u64) -> Option<Vec<u8>> {
+        let f = self.open_file(name).ok()?;
+        let mut buf = Vec::new();
+        f.take(cap + 1).read_to_end(&mut buf).ok()?;
+        (buf.len() as u64 <= cap).then_some(buf)
     }
 
     /// Put a link to `target` at `name`, replacing what was there.

@@ -29,7 +29,7 @@
 //!   opened without following links and mounted by fd. [`copy_back`] in stage 2, after pid 1
 //!   (and so every process of the sandbox) is gone.
 
-use crate::hostfs::{lexical, Dir, Kind};
+use crate::hostfs::{lexical, Dir, Kind, Tree};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -570,7 +570,7 @@ pub fn bind_fd(src: &OwnedFd, target: &OwnedFd, ro: bool) -> Result<(), i32> {
 /// The real git dirs of the views, opened (read-write, by fd) by stage 2 before pid 1 exists:
 /// once the sandbox is gone, their [`copied`] files are brought back from the views.
 pub struct Real {
-    pub dirs: Vec<(PathBuf, OwnedFd)>,
+    pub dirs: Vec<(PathBuf, Tree)>,
 }
 
 impl Real {
@@ -579,11 +579,8 @@ impl Real {
     pub fn open(dirs: &[PathBuf]) -> Result<Real, i32> {
         let mut out = Vec::new();
         for d in dirs {
-            let dir = Dir::open_no_links(d).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-            let fd = dir
-                .open_at(Path::new(""), libc::O_RDONLY | libc::O_DIRECTORY, 0)
-                .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-            out.push((d.clone(), fd));
+            let tree = Tree::open(d).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+            out.push((d.clone(), tree));
         }
         Ok(Real { dirs: out })
     }
@@ -591,7 +588,7 @@ impl Real {
     /// The raw fds, for pid 1 to close before anything else (the workload must never hold
     /// a writable fd of a real git dir).
     pub fn raw_fds(&self) -> Vec<i32> {
-        self.dirs.iter().map(|(_, fd)| fd.as_raw_fd()).collect()
+        self.dirs.iter().map(|(_, t)| t.raw_fd()).collect()
     }
 }
 
@@ -602,8 +599,8 @@ impl Real {
 /// errno of the first failure, after trying every dir.
 pub fn copy_back(real: &Real, cap: u64) -> Result<(), i32> {
     let mut first = Ok(());
-    for (path, fd) in &real.dirs {
-        if let Err(e) = copy_back_one(path, fd, cap) {
+    for (path, tree) in &real.dirs {
+        if let Err(e) = copy_back_one(path, tree, cap) {
             if first.is_ok() {
                 first = Err(e);
             }
@@ -612,10 +609,9 @@ pub fn copy_back(real: &Real, cap: u64) -> Result<(), i32> {
     first
 }
 
-fn copy_back_one(view_path: &Path, real: &OwnedFd, cap: u64) -> Result<(), i32> {
+fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let view = Dir::open_no_links(view_path).map_err(errno)?;
-    let real_dir = RealDir(real);
     let in_view: Vec<_> = view
         .entries(Path::new(""), MAX_ENTRIES)
         .map_err(errno)?
@@ -630,126 +626,23 @@ fn copy_back_one(view_path: &Path, real: &OwnedFd, cap: u64) -> Result<(), i32> 
             Ok(Some(d)) => d,
             _ => continue,
         };
-        if real_dir.read(name, cap).as_deref() == Some(&data[..]) {
+        if real.read_small(name, cap).as_deref() == Some(&data[..]) {
             continue;
         }
-        real_dir.replace(name, &data)?;
+        real.put_bytes(name, &data, 0o644).map_err(errno)?;
     }
-    for name in real_dir.names()? {
+    for name in real.names().map_err(errno)? {
         if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
             continue;
         }
-        if !in_view.iter().any(|(n, _)| *n == name) {
-            real_dir.remove(&name)?;
+        // Removed in the view: removed here too, unless it is a directory (never a tree).
+        let dir =
+            matches!(real.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        if !dir && !in_view.iter().any(|(n, _)| *n == name) {
+            real.remove(&name).map_err(errno)?;
         }
     }
     Ok(())
-}
-
-/// A real git dir, by fd: only plain names at its top, never a link followed.
-struct RealDir<'a>(&'a OwnedFd);
-
-impl RealDir<'_> {
-    fn cname(name: &OsStr) -> Result<std::ffi::CString, i32> {
-        std::ffi::CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)
-    }
-
-    fn read(&self, name: &OsStr, cap: u64) -> Option<Vec<u8>> {
-        use std::io::Read;
-        let c = Self::cname(name).ok()?;
-        // SAFETY: openat on our dir fd with a NUL-terminated plain name.
-        let fd = unsafe {
-            libc::openat(
-                self.0.as_raw_fd(),
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a fresh fd we own.
-        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        let m = f.metadata().ok()?;
-        if !m.is_file() || m.len() > cap {
-            return None;
-        }
-        let mut buf = Vec::new();
-        f.take(cap).read_to_end(&mut buf).ok()?;
-        Some(buf)
-    }
-
-    fn replace(&self, name: &OsStr, data: &[u8]) -> Result<(), i32> {
-        use std::io::Write;
-        let tmp = c".sandbox-run-copy-back";
-        let dirfd = self.0.as_raw_fd();
-        // SAFETY: unlinkat/openat/renameat on our dir fd with NUL-terminated plain names.
-        unsafe { libc::unlinkat(dirfd, tmp.as_ptr(), 0) };
-        // SAFETY: as above; O_EXCL|O_NOFOLLOW: a fresh regular file or nothing.
-        let fd = unsafe {
-            libc::openat(
-                dirfd,
-                tmp.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o644 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            return Err(crate::sys::last_errno());
-        }
-        // SAFETY: a fresh fd we own.
-        let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        if let Err(e) = f.write_all(data) {
-            // SAFETY: as above.
-            unsafe { libc::unlinkat(dirfd, tmp.as_ptr(), 0) };
-            return Err(e.raw_os_error().unwrap_or(libc::EIO));
-        }
-        drop(f);
-        let c = Self::cname(name)?;
-        // SAFETY: as above.
-        if unsafe { libc::renameat(dirfd, tmp.as_ptr(), dirfd, c.as_ptr()) } != 0 {
-            let e = crate::sys::last_errno();
-            // SAFETY: as above.
-            unsafe { libc::unlinkat(dirfd, tmp.as_ptr(), 0) };
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    fn remove(&self, name: &OsStr) -> Result<(), i32> {
-        let c = Self::cname(name)?;
-        // SAFETY: unlinkat of a plain name in our dir fd (a link is removed, not followed).
-        if unsafe { libc::unlinkat(self.0.as_raw_fd(), c.as_ptr(), 0) } != 0 {
-            let e = crate::sys::last_errno();
-            if e != libc::ENOENT {
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-
-    fn names(&self) -> Result<Vec<std::ffi::OsString>, i32> {
-        // SAFETY: dup of our own fd, handed to nix::dir::Dir which closes it.
-        let dup = unsafe { libc::fcntl(self.0.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        if dup < 0 {
-            return Err(crate::sys::last_errno());
-        }
-        // SAFETY: a fresh fd we own.
-        let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
-        let mut d = nix::dir::Dir::from_fd(owned).map_err(|e| e as i32)?;
-        // The dup shares the offset with the original: start from the top.
-        // SAFETY: lseek on our fd.
-        unsafe { libc::lseek(d.as_raw_fd(), 0, libc::SEEK_SET) };
-        let mut out = Vec::new();
-        for e in d.iter() {
-            let e = e.map_err(|e| e as i32)?;
-            let n = e.file_name().to_bytes();
-            if n != b"." && n != b".." {
-                out.push(std::ffi::OsString::from(OsStr::from_bytes(n)));
-            }
-        }
-        Ok(out)
-    }
 }
 
 #[cfg(test)]

@@ -107,8 +107,6 @@ pub struct Summary {
     /// Entries not copied back, the first [`MAX_NAMED`] with the reason.
     pub refused: u64,
     pub named: Vec<(PathBuf, &'static str)>,
-    /// Bytes of file data written.
-    pub bytes: u64,
     /// The first error (errno); the copy-back goes on past errors.
     pub error: Option<(PathBuf, i32)>,
 }
@@ -338,7 +336,7 @@ fn entry(
     match fmt {
         libc::S_IFREG => {
             let mut data = upper.open_file(name)?;
-            s.bytes += real.put_file(name, &mut data, st.st_mode & 0o1777, &st)?;
+            real.put_file(name, &mut data, st.st_mode & 0o1777, &st)?;
             s.written += 1;
         }
         libc::S_IFLNK => {
