@@ -491,15 +491,19 @@ impl ReportSink {
     /// The report file's path in the repo, if it lies there: the copy-back of a read-write
     /// repo leaves it and its directories alone ([`crate::layers::overlay`]).
     fn in_repo(&self, ws: &Workspace) -> Vec<std::path::PathBuf> {
-        let ReportSink::File { dest, .. } = self else {
+        use std::os::fd::AsRawFd;
+        let ReportSink::File { file, .. } = self else {
             return Vec::new();
         };
-        let Ok(cwd) = std::env::current_dir() else {
-            return Vec::new();
-        };
-        let at = crate::hostfs::lexical(&cwd, std::path::Path::new(dest));
-        at.strip_prefix(&ws.repo)
-            .map(|rel| vec![rel.to_path_buf()])
+        // Where the file opened at the start really is: the path as written may reach the
+        // repo through a link of the caller's outside it.
+        let at = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        at.ok()
+            .and_then(|at| {
+                at.strip_prefix(&ws.repo)
+                    .ok()
+                    .map(|r| vec![r.to_path_buf()])
+            })
             .unwrap_or_default()
     }
 

@@ -235,6 +235,20 @@ fn a_report_path_is_left_alone_by_the_copy_back() {
         assert_eq!(v["results"][0]["status"], "ok", "{v:#}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), VICTIM);
     }
+    // the report path as a link outside the repo leading into it: refused at the start (it
+    // could not be told from one the command planted), so nothing runs
+    let link = f.path("report-link.json");
+    std::os::unix::fs::symlink(&report, &link).unwrap();
+    let marker = repo.join("ran.txt");
+    let r = run_probe(&p, &repo, &["--report", s(&link)], &["write", s(&marker)]);
+    r.run.assert_code(125);
+    assert!(
+        r.run
+            .stderr
+            .contains("a symlink inside the repo is on the way"),
+        "{r}"
+    );
+    assert!(!marker.exists());
     // control: a file beside the report is copied back
     let beside = repo.join("out/beside.txt");
     run_probe(&p, &repo, &["--report", s(&report)], &["write", s(&beside)]).assert_ok();
