@@ -8,34 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::{probe, schema, slack, BIN};
 
-/// Can this host give us a cgroup? If not, skip (or fail when the host is known to have one).
-fn cgroup_available() -> bool {
-    if !support::sandbox_works() {
-        return false;
-    }
-    match sandbox_run::layers::cgroup::Host::detect() {
-        Ok(_)
-            if nix::unistd::geteuid().is_root()
-                || std::env::var_os("SANDBOX_RUN_VM_VARIANT").is_some() =>
-        {
-            true
-        }
-        other => {
-            let why = match other {
-                Err(e) => e.to_string(),
-                Ok(_) => "not root and no delegated subtree known to be ours".into(),
-            };
-            let required = std::env::var("SANDBOX_RUN_TEST_REQUIRE").unwrap_or_default();
-            assert!(
-                !required.split(',').any(|r| r.starts_with("cgroup")),
-                "cgroup required but unavailable: {why}"
-            );
-            eprintln!("skip: no cgroup here: {why}");
-            false
-        }
-    }
-}
-
 /// A repo and a profile like validate (every layer required) that also allows the probe.
 fn fixture(name: &str) -> PathBuf {
     let base = support::scratch(&format!("limits-{name}"));
@@ -80,7 +52,7 @@ fn run(base: &Path, flags: &[&str], attack: &[&str]) -> (Option<i32>, String, se
 
 #[test]
 fn a_fork_bomb_stops_at_pids_max() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("forks");
@@ -111,7 +83,7 @@ fn a_fork_bomb_stops_at_pids_max() {
 
 #[test]
 fn a_memory_bomb_is_oom_killed_inside_its_cap() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("memory");
@@ -140,7 +112,7 @@ fn a_memory_bomb_is_oom_killed_inside_its_cap() {
 
 #[test]
 fn half_a_cpu_gives_half_the_cpu_time() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("cpu");
@@ -165,7 +137,7 @@ fn half_a_cpu_gives_half_the_cpu_time() {
 
 #[test]
 fn no_cgroup_directory_is_left_behind() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("leftover");
@@ -196,7 +168,7 @@ fn no_cgroup_directory_is_left_behind() {
 
 #[test]
 fn every_process_of_the_sandbox_is_in_the_leaf_which_is_its_cgroup_root() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     // Inside: the cgroup namespace was created once stage 2 was in the leaf, so the workload

@@ -10,35 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::{probe, schema, BIN};
 
-/// Can this host give us a cgroup? If not, skip with the reason (rootless on a host whose
-/// cgroups are not delegated: no memory cap, so no OOM kill to report).
-fn cgroup_available() -> bool {
-    if !support::sandbox_works() {
-        return false;
-    }
-    match sandbox_run::layers::cgroup::Host::detect() {
-        Ok(_)
-            if nix::unistd::geteuid().is_root()
-                || std::env::var_os("SANDBOX_RUN_VM_VARIANT").is_some() =>
-        {
-            true
-        }
-        other => {
-            let why = match other {
-                Err(e) => e.to_string(),
-                Ok(_) => "not root and no delegated subtree known to be ours".into(),
-            };
-            let required = std::env::var("SANDBOX_RUN_TEST_REQUIRE").unwrap_or_default();
-            assert!(
-                !required.split(',').any(|r| r.starts_with("cgroup")),
-                "cgroup required but unavailable: {why}"
-            );
-            eprintln!("skip: no cgroup here, so no memory cap to hit: {why}");
-            false
-        }
-    }
-}
-
 fn fixture(name: &str) -> PathBuf {
     let base = support::scratch(&format!("oom-{name}"));
     support::probe_profile(&base, "validate", "", "");
@@ -123,7 +94,7 @@ fn assert_oom(r: &Ran) {
 
 #[test]
 fn a_helper_killed_by_the_oom_killer_makes_the_run_oom_though_the_workload_exits_0() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("helper");
@@ -144,7 +115,7 @@ fn a_helper_killed_by_the_oom_killer_makes_the_run_oom_though_the_workload_exits
 
 #[test]
 fn the_oom_killer_taking_the_sandboxs_own_processes_is_oom_not_a_sandbox_error() {
-    if !cgroup_available() {
+    if !support::cgroup_available() {
         return;
     }
     let base = fixture("init");

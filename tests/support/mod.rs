@@ -67,3 +67,33 @@ pub fn slack(secs: f64) -> std::time::Duration {
         .unwrap_or(1.0);
     std::time::Duration::from_secs_f64(secs * factor)
 }
+
+/// Can this host give a test run a cgroup (root, or the VM's delegated subtree)? If not, skip
+/// with the reason (rootless on a host whose cgroups are not delegated), or fail when
+/// `SANDBOX_RUN_TEST_REQUIRE` names the cgroup.
+pub fn cgroup_available() -> bool {
+    if !sandbox_works() {
+        return false;
+    }
+    match sandbox_run::layers::cgroup::Host::detect() {
+        Ok(_)
+            if nix::unistd::geteuid().is_root()
+                || std::env::var_os("SANDBOX_RUN_VM_VARIANT").is_some() =>
+        {
+            true
+        }
+        other => {
+            let why = match other {
+                Err(e) => e.to_string(),
+                Ok(_) => "not root and no delegated subtree known to be ours".into(),
+            };
+            let required = std::env::var("SANDBOX_RUN_TEST_REQUIRE").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|r| r.starts_with("cgroup")),
+                "cgroup required but unavailable: {why}"
+            );
+            eprintln!("skip: no cgroup here: {why}");
+            false
+        }
+    }
+}
