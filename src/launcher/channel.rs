@@ -82,11 +82,23 @@ pub enum Phase {
     Seccomp,
     /// The supervisor has moved stage 2 into the cgroup leaf (stage 2 prepared meanwhile).
     CgroupJoined,
+    /// Stage 2 is in its cgroup leaf (cgroup v1, where it moves itself).
+    CgroupSelfJoined,
+    /// pid 1 has reaped the workload and killed what it left.
+    WorkloadEnded,
+    /// Stage 2 has reaped pid 1 (the pid namespace is gone).
+    InitEnded,
+    /// Stage 2 is done (copy-back included) and exits.
+    Stage2Ended,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 8] = [
+    pub const ALL: [Phase; 12] = [
         Phase::Stage2,
+        Phase::CgroupSelfJoined,
+        Phase::WorkloadEnded,
+        Phase::InitEnded,
+        Phase::Stage2Ended,
         Phase::SeccompCompiled,
         Phase::Namespaces,
         Phase::CgroupJoined,
@@ -105,6 +117,10 @@ impl Phase {
             Phase::Landlock => "landlock",
             Phase::Seccomp => "seccomp installed",
             Phase::CgroupJoined => "cgroup joined",
+            Phase::CgroupSelfJoined => "cgroup v1 self-join",
+            Phase::WorkloadEnded => "workload ran",
+            Phase::InitEnded => "pid 1 ended",
+            Phase::Stage2Ended => "stage 2 ended",
         }
     }
 }

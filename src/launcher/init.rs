@@ -157,6 +157,7 @@ pub fn run(
                     } else {
                         kill_children();
                     }
+                    channel::mark(channel::Phase::WorkloadEnded);
                     channel::send(Record::Exited(status));
                     return Ok(0);
                 }

@@ -76,9 +76,10 @@ fn run() -> Result<i32, StepError> {
     });
     let input = &mut *input;
     let plan = read_plan(input)?;
+    mark(Phase::Stage2);
     // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
     crate::layers::cgroup::join_self(&plan.cgroup_join)?;
-    mark(Phase::Stage2);
+    mark(Phase::CgroupSelfJoined);
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
     unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -161,25 +162,50 @@ fn run() -> Result<i32, StepError> {
         }
         nix::unistd::ForkResult::Parent { child } => {
             let code = init::wait_forwarding(child, &forwarded);
-            // pid 1 ended normally, so every process of the sandbox is gone; stage 2 shares its
-            // mount namespace and (since pid 1's pivot_root) its root, where the views are.
-            if code == 0 && !views.is_empty() {
-                if let Err(e) = git::copy_back(&real, cap) {
-                    channel::send(Record::Failed(StepError::new(Step::GitCopyBack, e)));
-                    return Ok(125);
-                }
-            }
-            if let (0, Some(disk), Some(real_repo)) = (code, &disk, &real_repo) {
-                return Ok(copy_back(disk, real_repo));
-            }
-            if let (0, Some(disk), Some(carry)) = (code, &disk, &carry) {
-                if let Err(e) = carry.save(disk) {
-                    channel::send(Record::Failed(StepError::new(Step::CopyBack, e)));
-                    return Ok(125);
-                }
-            }
+            mark(Phase::InitEnded);
+            let held = Held { views, real, cap, disk, real_repo, carry };
+            let code = held.finish(code);
+            mark(Phase::Stage2Ended);
             Ok(code)
         }
+    }
+}
+
+/// What stage 2 holds for the end of the run: the real git dirs and repo, the disk layer and a
+/// gene's carried workspace.
+struct Held {
+    views: Vec<std::path::PathBuf>,
+    real: git::Real,
+    cap: u64,
+    disk: Option<Tree>,
+    real_repo: Option<overlay::Real>,
+    carry: Option<overlay::Carry>,
+}
+
+impl Held {
+    /// After pid 1 ended with `code`: bring back what the run changed. Returns stage 2's code.
+    fn finish(&self, code: i32) -> i32 {
+        if code != 0 {
+            return code;
+        }
+        // pid 1 ended normally, so every process of the sandbox is gone; stage 2 shares its
+        // mount namespace and (since pid 1's pivot_root) its root, where the views are.
+        if !self.views.is_empty() {
+            if let Err(e) = git::copy_back(&self.real, self.cap) {
+                channel::send(Record::Failed(StepError::new(Step::GitCopyBack, e)));
+                return 125;
+            }
+        }
+        if let (Some(disk), Some(real_repo)) = (&self.disk, &self.real_repo) {
+            return copy_back(disk, real_repo);
+        }
+        if let (Some(disk), Some(carry)) = (&self.disk, &self.carry) {
+            if let Err(e) = carry.save(disk) {
+                channel::send(Record::Failed(StepError::new(Step::CopyBack, e)));
+                return 125;
+            }
+        }
+        0
     }
 }
 
