@@ -1,6 +1,7 @@
 //! The commands: turn parsed flags into work and an exit code.
 
 use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target, ValidateArgs};
+use crate::launcher::{channel::Phase, Start};
 use crate::policy::{self, Input};
 use crate::profile::{Loader, Profile, Requirement};
 use crate::report;
@@ -959,7 +960,12 @@ fn timings_line(
     ];
     let mut last = std::time::Duration::ZERO;
     for (phase, at) in &f.timings {
-        parts.push(format!("{} {}", phase.name(), ms(at.saturating_sub(last))));
+        let name = match (phase, f.start) {
+            (Phase::Stage2, Some(Start::Fork)) => "stage 2 started (fork)",
+            (Phase::Stage2, Some(Start::Exec)) => "stage 2 started (re-exec)",
+            _ => phase.name(),
+        };
+        parts.push(format!("{name} {}", ms(at.saturating_sub(last))));
         last = *at;
     }
     parts.push(format!(

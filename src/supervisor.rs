@@ -9,7 +9,6 @@
 //! chain starts at stage 2's parent-death signal.
 
 use crate::launcher::channel::{self, Record};
-use crate::launcher::STAGE2_ARG;
 use crate::layers::cgroup::{Leaf, Usage};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
@@ -20,8 +19,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Signals sandbox-run relays to the sandbox.
@@ -89,6 +86,8 @@ pub struct Finished {
     pub usage: Option<Usage>,
     /// When each setup phase ended, counted from the spawn of stage 2.
     pub timings: Vec<(crate::launcher::channel::Phase, Duration)>,
+    /// How stage 2 was started.
+    pub start: Option<crate::launcher::Start>,
     /// From the spawn of stage 2 to the end of the sandbox.
     pub spawned_to_end: Duration,
     pub out: Vec<u8>,
@@ -241,7 +240,6 @@ fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
 /// Start stage 2 for `plan` in `leaf` (when there is a cgroup) and wait for the sandbox to end.
 pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, String> {
     let started = Instant::now();
-    let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
     // `--net filtered`: a socket pair, not a pipe, so that pid 1 can pass the proxy's socket
     // on it.
     let (rec_r, rec_w) = if plan.net == NetMode::Filtered {
@@ -274,22 +272,20 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     let piped = o.capture || o.stdout_to_stderr;
     let spawn_micros = channel::now_micros();
     let spawned = Instant::now();
-    let mut child = spawn_stage2(rec_w, piped)?;
-    let mut stdin = child.stdin.take();
-    // The plan first: stage 2 compiles seccomp and creates its namespaces while we move it into
-    // the leaf (the first move of a process can wait for an RCU grace period, 10-15 ms here).
-    // It waits for the JOINED byte before it unshares its cgroup namespace (so the leaf is
-    // that namespace's root) or forks anything. A failed write shows up as stage 2's own
-    // error record.
-    if let Some(stdin) = stdin.as_mut() {
-        let _ = stdin
-            .write_all(&(json.len() as u64).to_le_bytes())
-            .and_then(|()| stdin.write_all(&json));
-    }
+    // Stage 2 compiles seccomp and creates its namespaces while we move it into the leaf (the
+    // first move of a process can wait for an RCU grace period, 10-15 ms here). It waits for
+    // the JOINED byte before it unshares its cgroup namespace (so the leaf is that namespace's
+    // root) or forks anything.
+    let mut child = crate::launcher::spawn(plan, rec_w, piped)?;
+    let stdin = child.stdin.take();
+    let mut f = Finished {
+        start: Some(child.start),
+        ..Finished::default()
+    };
     // cgroup v1: stage 2 moves itself (plan.cgroup_join), which is much cheaper there.
     if let Some(leaf) = leaf.filter(|_| plan.cgroup_join.is_empty()) {
-        if let Err(e) = leaf.add(child.id() as i32) {
-            let _ = child.kill();
+        if let Err(e) = leaf.add(child.pid) {
+            child.kill();
             let _ = child.wait();
             return Err(e.to_string());
         }
@@ -301,12 +297,12 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             std::thread::spawn(move || std::io::copy(&mut &*src, &mut stdin));
         }
     }
-    let pid = child.id() as i32;
+    let pid = child.pid;
     let pidfd = crate::sys::pidfd_open(pid)
         .map_err(|e| format!("pidfd_open: {}", std::io::Error::from_raw_os_error(e)))?;
     let mut streams = [
         Stream {
-            pipe: child.stdout.take().map(OwnedFd::from),
+            pipe: child.stdout.take(),
             name: "stdout",
             to_stderr: o.stdout_to_stderr,
             tail: Tail {
@@ -318,7 +314,7 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
             capped: false,
         },
         Stream {
-            pipe: child.stderr.take().map(OwnedFd::from),
+            pipe: child.stderr.take(),
             name: "stderr",
             to_stderr: true,
             tail: Tail {
@@ -331,7 +327,6 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
         },
     ];
 
-    let mut f = Finished::default();
     // `--net filtered`: watch the channel until pid 1 passes the proxy's socket.
     let mut watch_channel = plan.net == NetMode::Filtered;
     let mut early = Vec::new();
@@ -520,64 +515,6 @@ fn proxy_record(
             }
         }
     }
-}
-
-/// Stage 2: our own binary again, with the plan on stdin (see [`crate::launcher`]) and the
-/// record channel on fd 3.
-fn spawn_stage2(rec_w: OwnedFd, piped: bool) -> Result<Child, String> {
-    let w = rec_w.as_raw_fd();
-    let mut cmd = Command::new("/proc/self/exe");
-    let out = || {
-        if piped {
-            Stdio::piped()
-        } else {
-            Stdio::inherit()
-        }
-    };
-    cmd.arg0("sandbox-run")
-        .arg(STAGE2_ARG)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(out())
-        .stderr(out());
-    // SAFETY: runs between fork and exec of the child: setsid, dup2, fcntl, close_range and
-    // sigprocmask are async-signal-safe and touch only the child's own session, fd table and
-    // mask.
-    unsafe {
-        cmd.pre_exec(move || {
-            // A session of its own: stage 2 must never hold the caller's controlling
-            // terminal (see stage2::detach, which checks again).
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if w == channel::FD {
-                // dup2 onto itself would keep close-on-exec set.
-                if libc::fcntl(w, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(w, channel::FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Nothing the caller leaked to us (fds without close-on-exec) reaches stage 2.
-            // Close-on-exec rather than close: std's own error pipe must stay open until exec.
-            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-            libc::syscall(
-                libc::SYS_close_range,
-                channel::FD as libc::c_uint + 1,
-                libc::c_uint::MAX,
-                CLOSE_RANGE_CLOEXEC,
-            );
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            Ok(())
-        });
-    }
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("starting stage 2 (/proc/self/exe): {e}"))?;
-    drop(rec_w);
-    Ok(child)
 }
 
 /// SIGTERM to every process of the sandbox: stage 2 relays it to pid 1, which sends it to

@@ -198,3 +198,13 @@ pub fn move_mount_fd(from: i32, to: i32) -> Result<(), i32> {
         Err(errno())
     }
 }
+
+/// Whether this process has exactly one thread: procfs gives `/proc/self/task` a link count
+/// of 2 plus the number of threads. False when /proc cannot say.
+pub fn single_threaded() -> bool {
+    // SAFETY: stat(2) of a NUL-terminated literal into a zeroed struct of the right type.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(c"/proc/self/task".as_ptr(), &mut st) == 0 && st.st_nlink == 3
+    }
+}

@@ -185,10 +185,8 @@ fn ns_pid(pid: i32) -> Option<i32> {
         .ok()
 }
 
-fn cmdline(pid: i32) -> String {
-    String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
-        .replace('\0', " ")
-}
+/// A token in the caller's environment (see the ptrace test).
+const HOST_SECRET: &str = "ghp_sbxE2eHostSecret0123456789";
 
 /// SIGTERM, then (after 10 s) SIGKILL, and reap.
 fn stop(mut child: Child) {
@@ -212,7 +210,8 @@ fn stop(mut child: Child) {
 /// terminal and hold only stdin (/dev/null), stdout and stderr (the command's output: the
 /// terminal here) and pipes (the record channel, the liveness pipe). Controls: the same
 /// attach works on an ordinary process of uid 1001; sandbox-run itself has the terminal as
-/// controlling terminal and holds the leaked fds.
+/// controlling terminal and holds the leaked fds. Stage 2 and pid 1 (forks of sandbox-run)
+/// do not hold the caller's environment (a token in it), which sandbox-run itself has.
 #[test]
 fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
     if !is_root() {
@@ -244,6 +243,9 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
     let pr = probe();
     let argv: Vec<&OsStr> = vec![pr.as_os_str(), OsStr::new("sleep"), OsStr::new("60")];
     let mut c = sandbox_command(&p, &repo, &[], &argv);
+    // A secret in the caller's environment: the workload never gets it (the scrub), and the
+    // forked stage 2 and pid 1, which start as copies of sandbox-run, must not keep it either.
+    c.env("GITHUB_TOKEN", HOST_SECRET);
     c.stdin(Stdio::from(slave.try_clone().unwrap()))
         .stdout(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave.try_clone().unwrap()));
@@ -265,11 +267,8 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
     }
     let child = spawn_retrying(&mut c).unwrap();
     let sr = child.id() as i32;
-    let stage2 = wait_for("stage 2", || {
-        children(sr)
-            .into_iter()
-            .find(|&k| cmdline(k).contains("__sandbox-run-stage2"))
-    });
+    // Stage 2 is the supervisor's only child (a fork, or a re-exec named by its argv).
+    let stage2 = wait_for("stage 2", || children(sr).into_iter().next());
     // Not the short-lived helper that stage 2 forks to write its id maps: the child that is
     // pid 1 in the sandbox's pid namespace.
     let pid1 = wait_for("pid 1", || {
@@ -313,7 +312,20 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
                 "uid {OWNER} read the link /proc/{pid}/fd/1 of {name}"
             ));
         }
+        // (read as root, from the host: what a way past the ptrace checks would find)
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&environ).contains(HOST_SECRET) {
+            wrong.push(format!(
+                "{name} holds the caller's GITHUB_TOKEN in its environment"
+            ));
+        }
     }
+    // Control: sandbox-run itself, which needs its caller's environment, has it.
+    let own = std::fs::read(format!("/proc/{sr}/environ")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&own).contains(HOST_SECRET),
+        "control: sandbox-run's own environment lacks the secret"
+    );
     for (name, pid) in [
         ("stage 2", stage2),
         ("pid 1", pid1),

@@ -1,19 +1,33 @@
-//! Stage 2 and pid 1: the part of sandbox-run that runs inside the sandbox.
+//! Stage 2 and pid 1: the part of sandbox-run that runs inside the sandbox, and how the
+//! supervisor starts it ([`spawn`]).
 //!
-//! The supervisor re-executes its own binary (`/proc/self/exe __stage2`) with the plan on
-//! stdin and the record channel on fd 3. On stdin: the plan's length (u64, little-endian),
-//! the plan (JSON), then one [`JOINED`] byte once the supervisor has moved stage 2 into the
-//! cgroup leaf (sent at once when the run has no cgroup). Stage 2 prepares what it can in
-//! between (seccomp, namespaces), and waits for the byte before it unshares its cgroup
-//! namespace or forks. Stage 2 is single-threaded from its first
-//! instruction, so it may unshare a user namespace and fork without the hazards of forking a
-//! multi-threaded process.
+//! Stage 2 is a fork of the supervisor: it already holds the plan, so nothing is exec'd or
+//! parsed again (issue 14: the re-exec of the 3.5 MB binary and the plan's round trip through
+//! JSON were 1 ms of an 11 ms run). A fork is only safe from a single-threaded process (after
+//! a fork the child may not take a lock another thread held), so the supervisor forks only when
+//! it has no other thread, which is always the case for a lone run: its threads (the proxy,
+//! the `--stdin` copier) start after stage 2 does. When a thread of an earlier run is still
+//! there (a gene's later command), stage 2 is a re-exec of `/proc/self/exe` as before, with the
+//! plan as JSON on stdin. Either way stage 2 is single-threaded from its first instruction, so
+//! it may unshare a user namespace and fork.
+//!
+//! Stage 2's fds: 0 a pipe from the supervisor (the plan's length, u64 little-endian, and the
+//! plan as JSON when re-exec'd; then one [`JOINED`] byte once the supervisor has moved stage 2
+//! into the cgroup leaf, sent at once when the run has no cgroup; then `--stdin`'s data), 1 and
+//! 2 the command's output (pipes when the supervisor captures), 3 the record channel. Stage 2
+//! prepares what it can before the byte (seccomp, namespaces), and waits for it before it
+//! unshares its cgroup namespace or forks.
 
 pub mod channel;
 pub mod init;
 pub mod stage2;
 
-/// argv[1] that selects stage 2 in `main`.
+use crate::plan::Plan;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+/// argv[1] that selects the re-exec'd stage 2 in `main`.
 pub const STAGE2_ARG: &str = "__sandbox-run-stage2";
 
 /// Sent on stage 2's stdin after the plan: stage 2 is now in the cgroup leaf.
@@ -21,3 +35,202 @@ pub const JOINED: u8 = b'J';
 
 /// The largest plan stage 2 accepts (a sanity bound on the length prefix).
 pub const PLAN_MAX: u64 = 64 << 20;
+
+/// How stage 2 was started, for `--timings` and the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// A fork of the single-threaded supervisor.
+    Fork,
+    /// A re-exec of /proc/self/exe, the plan sent as JSON.
+    Exec,
+}
+
+/// The supervisor's handle on stage 2.
+pub struct Stage2 {
+    pub pid: i32,
+    pub start: Start,
+    /// Stage 2's stdin: the JOINED byte, then `--stdin`'s data.
+    pub stdin: Option<std::fs::File>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+}
+
+impl Stage2 {
+    /// SIGKILL to our own child, not yet reaped.
+    pub fn kill(&self) {
+        // SAFETY: kill(2) on the pid of our unreaped child.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+    }
+
+    /// Reap stage 2: its wait status.
+    pub fn wait(&self) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status of our own child into `status`.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+            if r == self.pid {
+                return Ok(std::process::ExitStatus::from_raw(status));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Start stage 2 for `plan`, with the record channel's write end `rec_w` as its fd 3 and, when
+/// `piped`, its stdout and stderr on pipes. A fork when this process has no other thread, else
+/// a re-exec (see the module's doc). Sends the plan when it is a re-exec.
+pub fn spawn(plan: &Plan, rec_w: OwnedFd, piped: bool) -> Result<Stage2, String> {
+    let mut s = if crate::sys::single_threaded() && !exec_forced() {
+        fork(plan, &rec_w, piped)?
+    } else {
+        reexec(&rec_w, piped)?
+    };
+    drop(rec_w);
+    if s.start == Start::Exec {
+        let json = serde_json::to_vec(plan).map_err(|e| format!("plan: {e}"))?;
+        if let Some(stdin) = s.stdin.as_mut() {
+            use std::io::Write;
+            // A failed write shows up as stage 2's own error record.
+            let _ = stdin
+                .write_all(&(json.len() as u64).to_le_bytes())
+                .and_then(|()| stdin.write_all(&json));
+        }
+    }
+    Ok(s)
+}
+
+/// `SANDBOX_RUN_STAGE2=exec` in sandbox-run's environment: always re-exec (the tests run the
+/// fallback this way; it only costs the caller time).
+fn exec_forced() -> bool {
+    std::env::var_os("SANDBOX_RUN_STAGE2").is_some_and(|v| v == "exec")
+}
+
+/// A pipe, both ends close-on-exec (the child's copies are dup2'ed into place).
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {}", e.desc()))
+}
+
+fn fork(plan: &Plan, rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
+    let (in_r, in_w) = pipe()?;
+    let (out, err) = if piped {
+        (Some(pipe()?), Some(pipe()?))
+    } else {
+        (None, None)
+    };
+    let out_w = out.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
+    let err_w = err.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
+    let (rec, input) = (rec_w.as_raw_fd(), in_r.as_raw_fd());
+    // Buffered output would be written twice: by us and by the child at its exit.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // SAFETY: this process has no other thread (checked by the caller), so the child inherits
+    // no lock held by someone else; it sets up its fds with raw syscalls, runs stage 2, and
+    // leaves by _exit (stage2::enter never returns), never unwinding into our frames.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!(
+            "starting stage 2 (fork): {}",
+            std::io::Error::last_os_error()
+        )),
+        0 => {
+            // SAFETY: dup2/fcntl/sigprocmask on our own fd table and mask. Every source is >= 3
+            // (std opens /dev/null on a closed 0-2 at startup, so our pipes are above), and
+            // fd 3 is set last, after the sources that could have been 3 were copied.
+            let ok = unsafe {
+                libc::dup2(input, 0) >= 0
+                    && (out_w < 0 || libc::dup2(out_w, 1) >= 0)
+                    && (err_w < 0 || libc::dup2(err_w, 2) >= 0)
+                    && if rec == channel::FD {
+                        libc::fcntl(rec, libc::F_SETFD, 0) >= 0
+                    } else {
+                        libc::dup2(rec, channel::FD) >= 0
+                    }
+            };
+            if !ok {
+                // SAFETY: leave at once; the supervisor sees no record and says so.
+                unsafe { libc::_exit(125) };
+            }
+            // SAFETY: as above; an empty mask (the supervisor blocks the signals it relays).
+            unsafe {
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            }
+            stage2::enter(plan)
+        }
+        pid => Ok(Stage2 {
+            pid,
+            start: Start::Fork,
+            stdin: Some(std::fs::File::from(in_w)),
+            stdout: out.map(|(r, _)| r),
+            stderr: err.map(|(r, _)| r),
+        }),
+    }
+}
+
+fn reexec(rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
+    let w = rec_w.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    let out = || {
+        if piped {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        }
+    };
+    cmd.arg0("sandbox-run")
+        .arg(STAGE2_ARG)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(out())
+        .stderr(out());
+    // SAFETY: runs between fork and exec of the child: setsid, dup2, fcntl, close_range and
+    // sigprocmask are async-signal-safe and touch only the child's own session, fd table and
+    // mask.
+    unsafe {
+        cmd.pre_exec(move || {
+            // A session of its own: stage 2 must never hold the caller's controlling
+            // terminal (see stage2::detach, which checks again).
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if w == channel::FD {
+                // dup2 onto itself would keep close-on-exec set.
+                if libc::fcntl(w, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(w, channel::FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Nothing the caller leaked to us (fds without close-on-exec) reaches stage 2.
+            // Close-on-exec rather than close: std's own error pipe must stay open until exec.
+            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+            libc::syscall(
+                libc::SYS_close_range,
+                channel::FD as libc::c_uint + 1,
+                libc::c_uint::MAX,
+                CLOSE_RANGE_CLOEXEC,
+            );
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting stage 2 (/proc/self/exe): {e}"))?;
+    // The pid is reaped with waitpid (Stage2::wait); dropping the Child neither waits nor kills.
+    Ok(Stage2 {
+        pid: child.id() as i32,
+        start: Start::Exec,
+        stdin: child
+            .stdin
+            .take()
+            .map(|s| std::fs::File::from(OwnedFd::from(s))),
+        stdout: child.stdout.take().map(OwnedFd::from),
+        stderr: child.stderr.take().map(OwnedFd::from),
+    })
+}

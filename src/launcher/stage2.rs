@@ -54,28 +54,67 @@ impl Exec {
     }
 }
 
-/// Entry point of the re-executed binary. Never returns.
+/// Entry point of the re-executed stage 2 (see [`super::spawn`]): the plan comes as JSON on
+/// stdin. Never returns.
 pub fn main() -> ! {
-    let code = match run() {
+    leave(
+        detach()
+            .and_then(|()| read_plan(&mut *stdin()))
+            .and_then(|plan| run(&plan)),
+    )
+}
+
+/// Entry point of the forked stage 2: the plan is the supervisor's own. Never returns.
+pub fn enter(plan: &Plan) -> ! {
+    scrub_environ();
+    leave(detach().and_then(|()| run(plan)))
+}
+
+/// A forked stage 2 (and pid 1, its fork) still holds the caller's environment, which the
+/// plan scrubbed of secrets for the workload: zero it, so that not even /proc/1/environ of a
+/// sandbox (which the workload cannot read: pid 1 is non-dumpable, see `ns::set_ids`) shows
+/// it. The supervisor's copy is untouched (this is the child's own memory).
+fn scrub_environ() {
+    extern "C" {
+        static mut environ: *mut *mut libc::c_char;
+    }
+    // SAFETY: single-threaded; environ is a NULL-terminated array of NUL-terminated strings
+    // owned by the C runtime; each is overwritten within its own length, the array unchanged.
+    unsafe {
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            let s = *p;
+            std::ptr::write_bytes(s, 0, libc::strlen(s));
+            p = p.add(1);
+        }
+    }
+}
+
+fn leave(r: Result<i32, StepError>) -> ! {
+    let code = match r {
         Ok(code) => code,
         Err(e) => {
             channel::send(Record::Failed(e));
             125
         }
     };
-    std::process::exit(code)
+    // SAFETY: _exit, not exit: a forked stage 2 must not flush the supervisor's buffers or
+    // run its exit handlers.
+    unsafe { libc::_exit(code) }
 }
 
-fn run() -> Result<i32, StepError> {
-    detach()?;
-    // Unbuffered: after the plan and the JOINED byte, the rest of this pipe is the workload's
-    // stdin (`--stdin`), so not one byte more may be read here.
-    // SAFETY: fd 0 is open (the plan pipe); ManuallyDrop never closes it.
-    let mut input = std::mem::ManuallyDrop::new(unsafe {
+/// Stage 2's stdin (the supervisor's pipe), read unbuffered: after the plan and the JOINED
+/// byte, the rest is the workload's stdin (`--stdin`), so not one byte more may be read here.
+fn stdin() -> std::mem::ManuallyDrop<std::fs::File> {
+    // SAFETY: fd 0 is open (the supervisor's pipe); ManuallyDrop never closes it.
+    std::mem::ManuallyDrop::new(unsafe {
         <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(0)
-    });
+    })
+}
+
+fn run(plan: &Plan) -> Result<i32, StepError> {
+    let mut input = stdin();
     let input = &mut *input;
-    let plan = read_plan(input)?;
     mark(Phase::Stage2);
     // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
     crate::layers::cgroup::join_self(&plan.cgroup_join)?;
@@ -83,7 +122,7 @@ fn run() -> Result<i32, StepError> {
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
     unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
-    let exec = Exec::new(&plan)?;
+    let exec = Exec::new(plan)?;
     let filters = if plan.seccomp {
         Some(
             seccomp::build(&plan.seccomp_options)
@@ -119,7 +158,7 @@ fn run() -> Result<i32, StepError> {
     let alive = init::AlivePipe::new()?;
     // Read-write repo: the real git dirs, opened now (pid 1 will hide them behind views), for
     // bringing back what git recorded once the sandbox is gone.
-    let (views, cap) = git_views(&plan);
+    let (views, cap) = git_views(plan);
     let real = git::Real::open(&views).map_err(|e| StepError::new(Step::GitView, e))?;
     // Read-write repo with a disk cap: the real repo, for the copy-back, and the disk layer
     // (on the scratch root pid 1 pivots onto, made here so that it outlives pid 1).
@@ -151,19 +190,27 @@ fn run() -> Result<i32, StepError> {
                 unsafe { libc::close(fd) };
             }
             alive.child_side();
-            let code = match init::run(&plan, &exec, filters.as_ref(), &alive) {
+            let code = match init::run(plan, &exec, filters.as_ref(), &alive) {
                 Ok(code) => code,
                 Err(e) => {
                     channel::send(Record::Failed(e));
                     125
                 }
             };
-            std::process::exit(code)
+            // SAFETY: _exit: nothing of stage 2's may be flushed or run twice.
+            unsafe { libc::_exit(code) }
         }
         nix::unistd::ForkResult::Parent { child } => {
             let code = init::wait_forwarding(child, &forwarded);
             mark(Phase::InitEnded);
-            let held = Held { views, real, cap, disk, real_repo, carry };
+            let held = Held {
+                views,
+                real,
+                cap,
+                disk,
+                real_repo,
+                carry,
+            };
             let code = held.finish(code);
             mark(Phase::Stage2Ended);
             Ok(code)
@@ -330,7 +377,8 @@ fn die_with_parent(supervisor: i32) -> Result<(), StepError> {
         return Err(StepError::last(Step::Pdeathsig));
     }
     if nix::unistd::getppid().as_raw() != supervisor {
-        std::process::exit(125);
+        // SAFETY: leaving at once, as the parent-death signal would have made us.
+        unsafe { libc::_exit(125) };
     }
     Ok(())
 }
