@@ -158,7 +158,11 @@ fn fork(plan: &Plan, rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
                 libc::sigemptyset(&mut empty);
                 libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             }
-            stage2::enter(plan)
+            // A panic (debug builds unwind) must never unwind into the supervisor's frames
+            // that this copy still has on its stack: their destructors would act twice.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stage2::enter(plan)));
+            // SAFETY: leave without running the supervisor's destructors or exit handlers.
+            unsafe { libc::_exit(125) }
         }
         pid => Ok(Stage2 {
             pid,
