@@ -962,6 +962,9 @@ fn timings_line(
     for (phase, at) in &f.timings {
         let name = match (phase, f.start) {
             (Phase::Stage2, Some(Start::Fork)) => "stage 2 started (fork)",
+            (Phase::Stage2, Some(Start::ForkIntoCgroup)) => {
+                "stage 2 started (fork into the cgroup)"
+            }
             (Phase::Stage2, Some(Start::Exec)) => "stage 2 started (re-exec)",
             _ => phase.name(),
         };

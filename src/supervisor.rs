@@ -276,14 +276,20 @@ pub fn run(plan: &Plan, o: &Options, leaf: Option<&Leaf>) -> Result<Finished, St
     // first move of a process can wait for an RCU grace period, 10-15 ms here). It waits for
     // the JOINED byte before it unshares its cgroup namespace (so the leaf is that namespace's
     // root) or forks anything.
-    let mut child = crate::launcher::spawn(plan, rec_w, piped)?;
+    // cgroup v2: stage 2 is born in the leaf when the kernel can (no move, no wait).
+    let leaf_fd = leaf
+        .filter(|_| plan.cgroup_join.is_empty())
+        .and_then(|l| l.open_v2().ok());
+    let mut child = crate::launcher::spawn(plan, rec_w, piped, leaf_fd.as_ref())?;
+    drop(leaf_fd);
     let stdin = child.stdin.take();
     let mut f = Finished {
         start: Some(child.start),
         ..Finished::default()
     };
     // cgroup v1: stage 2 moves itself (plan.cgroup_join), which is much cheaper there.
-    if let Some(leaf) = leaf.filter(|_| plan.cgroup_join.is_empty()) {
+    let born_inside = child.start == crate::launcher::Start::ForkIntoCgroup;
+    if let Some(leaf) = leaf.filter(|_| plan.cgroup_join.is_empty() && !born_inside) {
         if let Err(e) = leaf.add(child.pid) {
             child.kill();
             let _ = child.wait();

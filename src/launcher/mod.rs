@@ -41,6 +41,8 @@ pub const PLAN_MAX: u64 = 64 << 20;
 pub enum Start {
     /// A fork of the single-threaded supervisor.
     Fork,
+    /// The same, born in the cgroup v2 leaf (`clone3` with `CLONE_INTO_CGROUP`).
+    ForkIntoCgroup,
     /// A re-exec of /proc/self/exe, the plan sent as JSON.
     Exec,
 }
@@ -82,10 +84,17 @@ impl Stage2 {
 
 /// Start stage 2 for `plan`, with the record channel's write end `rec_w` as its fd 3 and, when
 /// `piped`, its stdout and stderr on pipes. A fork when this process has no other thread, else
-/// a re-exec (see the module's doc). Sends the plan when it is a re-exec.
-pub fn spawn(plan: &Plan, rec_w: OwnedFd, piped: bool) -> Result<Stage2, String> {
+/// a re-exec (see the module's doc); the fork is born in the cgroup v2 directory `cgroup` when
+/// one is given and the kernel can (Linux 5.7+), and then [`Stage2::start`] says so: the
+/// caller moves it into the leaf otherwise. Sends the plan when it is a re-exec.
+pub fn spawn(
+    plan: &Plan,
+    rec_w: OwnedFd,
+    piped: bool,
+    cgroup: Option<&OwnedFd>,
+) -> Result<Stage2, String> {
     let mut s = if crate::sys::single_threaded() && !exec_forced() {
-        fork(plan, &rec_w, piped)?
+        fork(plan, &rec_w, piped, cgroup)?
     } else {
         reexec(&rec_w, piped)?
     };
@@ -114,7 +123,12 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {}", e.desc()))
 }
 
-fn fork(plan: &Plan, rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
+fn fork(
+    plan: &Plan,
+    rec_w: &OwnedFd,
+    piped: bool,
+    cgroup: Option<&OwnedFd>,
+) -> Result<Stage2, String> {
     let (in_r, in_w) = pipe()?;
     let (out, err) = if piped {
         (Some(pipe()?), Some(pipe()?))
@@ -128,8 +142,16 @@ fn fork(plan: &Plan, rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
     let _ = std::io::Write::flush(&mut std::io::stdout());
     // SAFETY: this process has no other thread (checked by the caller), so the child inherits
     // no lock held by someone else; it sets up its fds with raw syscalls, runs stage 2, and
-    // leaves by _exit (stage2::enter never returns), never unwinding into our frames.
-    match unsafe { libc::fork() } {
+    // leaves by _exit (stage2::enter never returns), never unwinding into our frames. Stage 2
+    // starts no thread (clone3's condition).
+    let (pid, start) =
+        match cgroup.map(|fd| unsafe { crate::sys::clone3_into_cgroup(fd.as_raw_fd()) }) {
+            Some(Ok(pid)) => (pid, Start::ForkIntoCgroup),
+            // Before Linux 5.7, or clone3 refused (a container's seccomp profile): a plain fork,
+            // which the supervisor then moves.
+            _ => (unsafe { libc::fork() }, Start::Fork),
+        };
+    match pid {
         -1 => Err(format!(
             "starting stage 2 (fork): {}",
             std::io::Error::last_os_error()
@@ -166,7 +188,7 @@ fn fork(plan: &Plan, rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
         }
         pid => Ok(Stage2 {
             pid,
-            start: Start::Fork,
+            start,
             stdin: Some(std::fs::File::from(in_w)),
             stdout: out.map(|(r, _)| r),
             stderr: err.map(|(r, _)| r),
