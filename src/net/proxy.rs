@@ -21,7 +21,7 @@
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
 
-use super::allow::{special, AllowList, Host};
+use super::allow::{host_networks, on_host_network, special, AllowList, Host, HostNet};
 use super::sni::{self, Hello};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -97,6 +97,8 @@ struct Shared {
     live: Mutex<HashMap<u64, Vec<TcpStream>>>,
     /// The relay thread, started with the first tunnel.
     relay: Mutex<Option<Arc<Relay>>>,
+    /// The host's own networks, read at start ([`host_networks`]).
+    nets: Vec<HostNet>,
 }
 
 /// A running proxy; [`Proxy::stop`] ends it and returns the connection log.
@@ -109,6 +111,10 @@ pub struct Proxy {
 impl Proxy {
     /// Serve the sandbox on `listener` (a listening socket of the sandbox's namespace).
     pub fn start(listener: TcpListener, config: Config) -> std::io::Result<Proxy> {
+        // Fails closed: without them, a name resolving into the host's LAN would pass.
+        let nets = host_networks().map_err(|e| {
+            std::io::Error::new(e.kind(), format!("reading the host's interfaces: {e}"))
+        })?;
         // Connection threads allocate little: one malloc arena for all of them, instead of
         // glibc's one per thread up to 8 per CPU, each a few pages of the supervisor's RSS
         // (measured in `scripts/bench`, 50 tunnels at once).
@@ -125,6 +131,7 @@ impl Proxy {
             warned: Mutex::new(HashSet::new()),
             live: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
+            nets,
         });
         let l = listener.try_clone()?;
         let s = shared.clone();
@@ -354,6 +361,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
 /// rule that allowed them.
 pub fn decide(
     allow: &AllowList,
+    nets: &[HostNet],
     host: &Host,
     port: u16,
     resolve: impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>,
@@ -388,7 +396,11 @@ pub fn decide(
         });
     }
     for a in &addrs {
-        if let Some(class) = special(a.ip()) {
+        let class = special(a.ip()).map(str::to_string).or_else(|| {
+            on_host_network(a.ip(), nets)
+                .map(|n| format!("an address of the host's own network ({n})"))
+        });
+        if let Some(class) = class {
             if allow.literal(a.ip(), port).is_none() {
                 return Err(Denial {
                     reason: format!("{name} resolves to {}, {class}", a.ip()),
@@ -508,7 +520,7 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
     };
     let (host, port, what) = (&req.host, req.port, req.method.as_str());
     let cfg = &shared.config;
-    let (addrs, rule) = match decide(&cfg.allow, host, port, system_resolve) {
+    let (addrs, rule) = match decide(&cfg.allow, &shared.nets, host, port, system_resolve) {
         Ok(x) => x,
         Err(d) => {
             shared.deny(what, host, port, &d);
@@ -1219,37 +1231,61 @@ mod tests {
             ("mixed.example", "169.254.169.254"),
         ]);
         let name = |n: &str| Host::Name(n.into());
-        let (a, rule) = decide(&l, &name("good.example"), 443, &r).unwrap();
+        let (a, rule) = decide(&l, &[], &name("good.example"), 443, &r).unwrap();
         assert_eq!(a, vec!["93.184.216.34:443".parse().unwrap()]);
         assert_eq!(rule, "good.example");
-        let d = decide(&l, &name("other.example"), 443, &r).unwrap_err();
+        let d = decide(&l, &[], &name("other.example"), 443, &r).unwrap_err();
         assert_eq!(d.reason, "not on the allow-list");
         assert_eq!(d.fix, "add --allow-host other.example");
-        let d = decide(&l, &name("other.example"), 8443, &r).unwrap_err();
+        let d = decide(&l, &[], &name("other.example"), 8443, &r).unwrap_err();
         assert_eq!(d.fix, "add --allow-host other.example:8443");
-        let d = decide(&l, &name("rebind.example"), 443, &r).unwrap_err();
+        let d = decide(&l, &[], &name("rebind.example"), 443, &r).unwrap_err();
         assert_eq!(
             d.reason,
             "rebind.example resolves to 127.0.0.1, a loopback address"
         );
         assert!(d.fix.ends_with("add --allow-host 127.0.0.1"), "{}", d.fix);
-        let d = decide(&l, &name("mixed.example"), 443, &r).unwrap_err();
+        let d = decide(&l, &[], &name("mixed.example"), 443, &r).unwrap_err();
         assert!(
             d.reason.contains("169.254.169.254, a link-local"),
             "{}",
             d.reason
         );
         // the literal makes the loopback address reachable, on its port only
-        assert!(decide(&l, &name("local.example"), 8787, &r).is_ok());
-        assert!(decide(&l, &name("local.example"), 443, &r).is_err());
-        assert!(decide(&l, &Host::Ip("127.0.0.1".parse().unwrap()), 8787, &r).is_ok());
-        assert!(decide(&l, &Host::Ip("127.0.0.1".parse().unwrap()), 8788, &r).is_err());
+        assert!(decide(&l, &[], &name("local.example"), 8787, &r).is_ok());
+        assert!(decide(&l, &[], &name("local.example"), 443, &r).is_err());
+        assert!(decide(&l, &[], &Host::Ip("127.0.0.1".parse().unwrap()), 8787, &r).is_ok());
+        assert!(decide(&l, &[], &Host::Ip("127.0.0.1".parse().unwrap()), 8788, &r).is_err());
         // resolved once, by the resolver given: what is checked is what is returned
-        let d = decide(&l, &name("good.example"), 443, |_: &str, _| {
+        let d = decide(&l, &[], &name("good.example"), 443, |_: &str, _| {
             Err(std::io::Error::from_raw_os_error(libc::ENOENT))
         })
         .unwrap_err();
         assert!(d.reason.starts_with("good.example does not resolve"));
+
+        // The host's own networks: the host and its LAN, whatever the range, refused unless
+        // the address is listed; a documentation range elsewhere is not the host's.
+        let nets = [crate::net::allow::HostNet {
+            ip: "192.0.2.2".parse().unwrap(),
+            prefix: 24,
+            iface: "eth0".into(),
+        }];
+        let l = AllowList::parse(&["lan.example", "far.example", "192.0.2.1:443"]).unwrap();
+        let r = resolver(&[
+            ("lan.example", "192.0.2.9"),
+            ("far.example", "203.0.113.80"),
+        ]);
+        let d = decide(&l, &nets, &name("lan.example"), 443, &r).unwrap_err();
+        assert_eq!(
+            d.reason,
+            "lan.example resolves to 192.0.2.9, an address of the host's own network \
+             (192.0.2.2/24 on eth0)"
+        );
+        assert!(d.fix.ends_with("add --allow-host 192.0.2.9"), "{}", d.fix);
+        assert!(decide(&l, &[], &name("lan.example"), 443, &r).is_ok());
+        assert!(decide(&l, &nets, &name("far.example"), 443, &r).is_ok());
+        let r = resolver(&[("lan.example", "192.0.2.1")]);
+        assert!(decide(&l, &nets, &name("lan.example"), 443, &r).is_ok());
     }
 
     /// Fuzz-style: random and mutated request heads never panic the parser, and whatever it
@@ -1617,6 +1653,7 @@ mod tests {
             warned: Mutex::new(HashSet::new()),
             live: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
+            nets: Vec::new(),
         };
         let d = Denial {
             reason: "not on the allow-list".into(),
