@@ -24,7 +24,12 @@ struct Stub {
 }
 
 fn stub() -> Stub {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    stub_on("127.0.0.1:0")
+}
+
+/// [`stub`] on another address of the host.
+fn stub_on(addr: &str) -> Stub {
+    let l = TcpListener::bind(addr).unwrap();
     let port = l.local_addr().unwrap().port();
     let hits = Arc::new(AtomicUsize::new(0));
     let h = hits.clone();
@@ -640,6 +645,138 @@ fn modes_on_the_command_line() {
     assert!(r.assert_ok().contains("localhost,127.0.0.1,::1"), "{r}");
 }
 
+/// `curl -sS URL` in a sandbox run with OPTS, inside a mount namespace of the test where
+/// HOSTS is bound over /etc/hosts (root only): names resolve as the test says, on the host
+/// side too, where the proxy resolves them.
+fn run_with_hosts(
+    unshare: &Path,
+    hosts: &Path,
+    profile: &Path,
+    repo: &Path,
+    report: &Path,
+    opts: &[String],
+    url: &str,
+) -> (Run, serde_json::Value) {
+    let mut c = Command::new(unshare);
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
+        .arg(hosts)
+        .arg(BIN)
+        .arg("--profile")
+        .arg(profile)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--report")
+        .arg(report)
+        .args(opts)
+        .args([
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "20",
+            "--noproxy",
+            "",
+            url,
+        ])
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
+        .current_dir(repo)
+        .stdin(Stdio::null());
+    let r = run_command(c, LIMIT);
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    (r, rep)
+}
+
+/// A name resolving to the host's own address on its LAN is refused, though it is on the
+/// list and its address is of no special range (this project's VM: 192.0.2.2/24, a
+/// documentation range, the one kind [`special`] lets through): a service of the host bound
+/// to all its addresses, or a neighbour on the LAN, is no more reachable through a name than
+/// one on loopback. The control: the address listed as a literal reaches the same server.
+#[test]
+fn a_name_resolving_to_the_hosts_own_network_is_refused() {
+    use sandbox_run::net::allow::{host_networks, special};
+    if ready("curl").is_none() {
+        return;
+    }
+    if !is_root() {
+        skip(
+            "root",
+            "binding over /etc/hosts in a mount namespace of the test needs root",
+        );
+        return;
+    }
+    let Some(unshare) = which("unshare") else {
+        skip_tool("unshare is not installed");
+        return;
+    };
+    let Some(own) = host_networks()
+        .unwrap()
+        .into_iter()
+        .map(|n| n.ip)
+        .find(|ip| ip.is_ipv4() && special(*ip).is_none())
+    else {
+        skip_tool("the host has no IPv4 address outside the special ranges");
+        return;
+    };
+    let f = Fixture::new("net-own-network");
+    let repo = f.repo("repo");
+    let p = profile(&f, |_| {});
+    let s = stub_on(&format!("{own}:0"));
+    let hosts = f.write(
+        "hosts",
+        &format!("127.0.0.1 localhost\n{own} lan.test.invalid\n"),
+    );
+    let report = f.path("lan-report.json");
+    let url = format!("http://lan.test.invalid:{}/", s.port);
+    let name = format!("lan.test.invalid:{}", s.port);
+    let (r, rep) = run_with_hosts(
+        &unshare,
+        &hosts,
+        &p,
+        &repo,
+        &report,
+        &["--allow-host".into(), name.clone()],
+        &url,
+    );
+    assert_eq!(
+        s.hits.load(Ordering::SeqCst),
+        0,
+        "the host was reached:\n{r}"
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "denied GET {name} (lan.test.invalid resolves to {own}, an address of the host's own network ("
+        )),
+        "{r}"
+    );
+    assert!(
+        r.stdout.contains("rule: lan.test.invalid resolves to"),
+        "{r}"
+    );
+    let e = entry(&rep, "lan.test.invalid", s.port);
+    assert_eq!(e["allowed"], false, "{e}");
+
+    // The control: with the address listed as a literal, the same name reaches the server.
+    let (r, rep) = run_with_hosts(
+        &unshare,
+        &hosts,
+        &p,
+        &repo,
+        &report,
+        &[
+            "--allow-host".into(),
+            name,
+            "--allow-host".into(),
+            format!("{own}:{}", s.port),
+        ],
+        &url,
+    );
+    assert_eq!(r.stdout, BODY, "{r}");
+    assert_eq!(entry(&rep, "lan.test.invalid", s.port)["allowed"], true);
+}
+
 /// A name that resolves to the cloud metadata address (169.254.169.254) is refused, though
 /// it is on the list; the names resolve that way in the test's own mount namespace (a bind
 /// over /etc/hosts there, which needs root). The control: a name from the same hosts file
@@ -670,27 +807,7 @@ fn a_name_resolving_to_cloud_metadata_is_refused() {
     );
     let report = f.path("meta-report.json");
     let run = |opts: &[String], url: &str| {
-        let mut c = Command::new(&unshare);
-        c.args(["--mount", "--propagation", "private", "sh", "-c"])
-            .arg("mount --bind \"$0\" /etc/hosts && exec \"$@\"")
-            .arg(&hosts)
-            .arg(BIN)
-            .arg("--profile")
-            .arg(&p)
-            .arg("--repo")
-            .arg(&repo)
-            .arg("--report")
-            .arg(&report)
-            .args(opts)
-            .args(["--", "curl", "-sS", "--noproxy", "", url])
-            .env_remove("SANDBOX_RUN_PROFILE_PATH")
-            .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
-            .current_dir(&repo)
-            .stdin(Stdio::null());
-        let r = run_command(c, LIMIT);
-        let rep: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        (r, rep)
+        run_with_hosts(&unshare, &hosts, &p, &repo, &report, opts, url)
     };
     let (r, rep) = run(
         &["--allow-host".into(), "metadata.test.invalid:80".into()],

@@ -6,19 +6,26 @@
 
 HELPER is scripts/bench.d/net.c compiled; SANDBOX-RUN-COMMAND the runner's prefix up to, not
 including, its `--`. Servers on the host's 127.0.0.1, each allowed by its literal:
-`openssl s_server -www` (a throw-away EC certificate) and the helper's bulk server. Then, the
-runs of each measure interleaved (host, sandbox, host, ...) so that drift of the machine's
-load hits both alike:
+`openssl s_server -www` (a throw-away EC certificate), the helper's bulk server, its HTTPS
+server (the same certificate) and its plain splice forwarder to the bulk server (the floor of
+any relay). Then, the runs of each measure interleaved (host, sandbox, host, ...) so that
+drift of the machine's load hits both alike:
   conn  ROUNDS x (CONN_N sequential TLS connections: connect, CONNECT through the proxy in
         the sandbox, handshake, GET, EOF), timed inside the helper: the median per round;
-  bulk  BULK_ROUNDS x one stream of BULK_MIB MiB, timed inside the helper;
+  bulk  BULK_ROUNDS x one stream of BULK_MIB MiB, timed inside the helper: direct, through the
+        C forwarder, through the proxy;
+  tls   BULK_ROUNDS x one HTTPS download of BULK_MIB MiB: direct, through the proxy.
+        Each stream also records the CPU seconds of the client, the server and the relay (the
+        forwarder's own figure; for the proxy, the sandbox-run run's CPU from rusage, less the
+        client's and less that of a run moving one byte);
   rss   the supervisor's peak RSS (peak_rss.py) with HOLD_N tunnels open at once, each having
         moved 1 MiB, and with none (the proxy idle).
-Writes {"conn": {...}, "bulk": {...}, "rss": {...}} to OUT.json; one line on stderr and exit 1
+Writes {"conn": {...}, "bulk": {...}, "tls": {...}, "rss": {...}} to OUT.json; one line on stderr and exit 1
 when a run fails.
 """
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -60,6 +67,43 @@ def run(argv, what):
     return {k: float(v) for k, v in (x.split("=", 1) for x in line.split())}
 
 
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(argv, what):
+    """run() plus the CPU seconds of the whole process tree (every level waits for its own)."""
+    c0 = children_cpu()
+    d = run(argv, what)
+    d["tree_cpu_s"] = children_cpu() - c0
+    return d
+
+
+def cpu_lines(path, seen, what):
+    """The cpu_s of the next line a server appends to PATH (it writes once its client has
+    closed: wait a little)."""
+    for _ in range(300):
+        try:
+            lines = open(path).read().split()
+        except OSError:
+            lines = []
+        if len(lines) > seen:
+            return float(lines[seen].split("=", 1)[1])
+        time.sleep(0.01)
+    die(f"{what}: no CPU figure in {path}")
+
+
+def port_of(path, proc, what):
+    for _ in range(500):
+        if os.path.exists(path) and open(path).read().strip():
+            break
+        time.sleep(0.01)
+    port = int(open(path).read())
+    wait_port(port, proc, what)
+    return port
+
+
 def main():
     a = sys.argv
     out, work, helper = a[1], a[2], a[3]
@@ -80,18 +124,26 @@ def main():
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
     port_file = os.path.join(work, "net-bulk.port")
-    bulk_srv = subprocess.Popen([helper, "serve-bulk", port_file], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    https_file = os.path.join(work, "net-https.port")
+    fwd_file = os.path.join(work, "net-fwd.port")
+    for f in (port_file, https_file, fwd_file):
+        for stale in (f, f + ".cpu"):
+            if os.path.exists(stale):
+                os.unlink(stale)
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bulk_srv = subprocess.Popen([helper, "serve-bulk", port_file], **quiet)
+    https_srv = subprocess.Popen([helper, "serve-tls", https_file, cert, key], **quiet)
+    servers = [tls, bulk_srv, https_srv]
     try:
         wait_port(tls_port, tls, "openssl s_server")
-        for _ in range(500):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            time.sleep(0.01)
-        bulk_port = int(open(port_file).read())
-        wait_port(bulk_port, bulk_srv, "the bulk server")
+        bulk_port = port_of(port_file, bulk_srv, "the bulk server")
+        https_port = port_of(https_file, https_srv, "the HTTPS server")
+        fwd = subprocess.Popen([helper, "fwd", fwd_file, str(bulk_port)], **quiet)
+        servers.append(fwd)
+        fwd_port = port_of(fwd_file, fwd, "the C forwarder")
         inside = sbx + ["--net", "filtered", "--allow-host", f"127.0.0.1:{tls_port}",
-                        "--allow-host", f"127.0.0.1:{bulk_port}", "--"]
+                        "--allow-host", f"127.0.0.1:{bulk_port}",
+                        "--allow-host", f"127.0.0.1:{https_port}", "--"]
         res = {"conn_n": conn_n, "rounds": rounds, "bulk_mib": bulk_mib,
                "bulk_rounds": bulk_rounds, "hold_n": hold_n}
 
@@ -104,13 +156,63 @@ def main():
         res["conn"] = {"host": host_c, "proxy": proxy_c}
 
         nbytes = str(bulk_mib * 1024 * 1024)
-        host_b, proxy_b = [], []
+        # The servers write a line for every connection, the probes of wait_port's too: count
+        # from what is there once those have ended.
+        time.sleep(0.3)
+        srv_cpu = {}
+        for path in (port_file, https_file, fwd_file):
+            try:
+                srv_cpu[path] = len(open(path + ".cpu").read().split())
+            except OSError:
+                srv_cpu[path] = 0
+
+        def server_cpu(path, what):
+            v = cpu_lines(path + ".cpu", srv_cpu[path], what)
+            srv_cpu[path] += 1
+            return v
+
+        def through_proxy(argv, what, base):
+            """A run through the proxy; relay_cpu_s is the run's CPU less the client's and less
+            BASE (the same run moving one byte: sandbox-run's own start and end)."""
+            d = timed(inside + argv, what)
+            d["relay_cpu_s"] = max(0.0, d["tree_cpu_s"] - d["cpu_s"] - base)
+            return d
+
+        def base_of(argv, path, what):
+            d = timed(inside + argv, what)
+            server_cpu(path, what)
+            return d["tree_cpu_s"] - d["cpu_s"]
+
+        host_b, fwd_b, proxy_b, host_t, proxy_t = [], [], [], [], []
+        bulk_argv = lambda n, port: [helper, "bulk", n, "127.0.0.1", str(port)]
+        tls_argv = lambda n, port: [helper, "tls-bulk", n, f"/{n}", "127.0.0.1", str(port)]
         for _ in range(bulk_rounds):
-            host_b.append(run([helper, "bulk", nbytes, "127.0.0.1", str(bulk_port)],
-                              "the stream from the host"))
-            proxy_b.append(run(inside + [helper, "bulk", nbytes, "127.0.0.1", str(bulk_port),
-                                         PROXY_PORT], "the stream through the proxy"))
-        res["bulk"] = {"host": host_b, "proxy": proxy_b}
+            d = run(bulk_argv(nbytes, bulk_port), "the stream from the host")
+            d["server_cpu_s"] = server_cpu(port_file, "the bulk server")
+            host_b.append(d)
+            d = run(bulk_argv(nbytes, fwd_port), "the stream through the C forwarder")
+            d["server_cpu_s"] = server_cpu(port_file, "the bulk server")
+            d["relay_cpu_s"] = server_cpu(fwd_file, "the C forwarder")
+            fwd_b.append(d)
+            base = base_of(bulk_argv("1", bulk_port) + [PROXY_PORT],
+                           port_file, "one byte through the proxy")
+            d = through_proxy(bulk_argv(nbytes, bulk_port) + [PROXY_PORT],
+                              "the stream through the proxy", base)
+            d["server_cpu_s"] = server_cpu(port_file, "the bulk server")
+            proxy_b.append(d)
+
+            d = run(tls_argv(nbytes, https_port), "the HTTPS download from the host")
+            d["server_cpu_s"] = server_cpu(https_file, "the HTTPS server")
+            host_t.append(d)
+            base = base_of(tls_argv("1", https_port) + [PROXY_PORT],
+                           https_file, "one byte of HTTPS through the proxy")
+            d = through_proxy(tls_argv(nbytes, https_port) + [PROXY_PORT],
+                              "the HTTPS download through the proxy", base)
+            d["server_cpu_s"] = server_cpu(https_file, "the HTTPS server")
+            proxy_t.append(d)
+        res["bulk"] = {"host": host_b, "fwd": fwd_b, "proxy": proxy_b}
+        res["tls"] = {"host": host_t, "proxy": proxy_t}
+        res["cpus"] = os.cpu_count()
 
         rss = {}
         for n in (0, hold_n):
@@ -125,7 +227,7 @@ def main():
             rss[str(n)] = d["supervisor_hwm_kib"]
         res["rss_kib"] = rss
     finally:
-        for p in (tls, bulk_srv):
+        for p in servers:
             p.kill()
             p.wait()
     with open(out, "w") as f:

@@ -202,14 +202,79 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
     a == b
 }
 
+/// A network the host is attached to: one of its interfaces' addresses with its prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostNet {
+    pub ip: IpAddr,
+    pub prefix: u8,
+    pub iface: String,
+}
+
+impl std::fmt::Display for HostNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} on {}", self.ip, self.prefix, self.iface)
+    }
+}
+
+/// The networks of the host's own interfaces (loopback aside: [`special`] names it). The host
+/// itself and its LAN are behind them whatever their range: a public /24 on the office
+/// network, a documentation range on a test network (this project's VM has 192.0.2.2/24).
+pub fn host_networks() -> std::io::Result<Vec<HostNet>> {
+    let mut nets = Vec::new();
+    for ifa in nix::ifaddrs::getifaddrs().map_err(std::io::Error::from)? {
+        let (Some(addr), Some(mask)) = (ifa.address, ifa.netmask) else {
+            continue;
+        };
+        let (ip, prefix) =
+            if let (Some(a), Some(m)) = (addr.as_sockaddr_in(), mask.as_sockaddr_in()) {
+                (IpAddr::V4(a.ip()), u32::from(m.ip()).count_ones())
+            } else if let (Some(a), Some(m)) = (addr.as_sockaddr_in6(), mask.as_sockaddr_in6()) {
+                (IpAddr::V6(a.ip()), u128::from(m.ip()).count_ones())
+            } else {
+                continue;
+            };
+        if ip.is_loopback() {
+            continue;
+        }
+        nets.push(HostNet {
+            ip,
+            prefix: prefix as u8,
+            iface: ifa.interface_name,
+        });
+    }
+    Ok(nets)
+}
+
+/// The host network `ip` is on, if any: the host's own address or a neighbour on its LAN.
+pub fn on_host_network(ip: IpAddr, nets: &[HostNet]) -> Option<&HostNet> {
+    nets.iter().find(|n| match (n.ip, ip) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let m = u32::MAX
+                .checked_shl(32 - u32::from(n.prefix.min(32)))
+                .unwrap_or(0);
+            u32::from(a) & m == u32::from(b) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let m = u128::MAX
+                .checked_shl(128 - u32::from(n.prefix.min(128)))
+                .unwrap_or(0);
+            u128::from(a) & m == u128::from(b) & m
+        }
+        _ => false,
+    })
+}
+
 /// Why an address is special (not a public unicast address), or `None` when it is public.
 /// Every range of the IANA special-purpose registries that is not globally reachable, plus the
 /// IPv6 forms that embed an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo): their
 /// embedded address is what the kernel or a gateway would reach.
 ///
 /// The documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32,
-/// 3fff::/20) are the one exception: nothing is behind them to protect (they are assigned to no
-/// network), and test networks, this project's own included, serve public names from them.
+/// 3fff::/20) are the one exception: they are assigned to no network, and test networks, this
+/// project's own included, serve public names from them (its package registry's name resolves
+/// into 203.0.113.0/24, so refusing them would refuse the registry). What such a network does
+/// hide there, the host and its LAN (192.0.2.0/24 on this project's VM), is refused by where it
+/// is rather than by its range: [`on_host_network`].
 pub fn special(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => special_v4(v4),
@@ -391,6 +456,53 @@ mod tests {
             "a:b",
         ] {
             assert_eq!(Host::parse(h), None, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn host_networks_are_matched_by_prefix() {
+        let nets = vec![
+            HostNet {
+                ip: "192.0.2.2".parse().unwrap(),
+                prefix: 24,
+                iface: "eth0".into(),
+            },
+            HostNet {
+                ip: "2001:db8:5::2".parse().unwrap(),
+                prefix: 64,
+                iface: "eth0".into(),
+            },
+            HostNet {
+                ip: "203.0.113.7".parse().unwrap(),
+                prefix: 32,
+                iface: "tun0".into(),
+            },
+        ];
+        for (a, on) in [
+            ("192.0.2.2", true),
+            ("192.0.2.1", true),
+            ("192.0.2.255", true),
+            ("192.0.3.1", false),
+            ("203.0.113.7", true),
+            ("203.0.113.80", false),
+            ("2001:db8:5::1", true),
+            ("2001:db8:5:0:ffff::9", true),
+            ("2001:db8:6::1", false),
+            ("::ffff:192.0.2.1", false), // mapped: refused by its own class
+        ] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert_eq!(on_host_network(ip, &nets).is_some(), on, "{a}");
+        }
+        let zero = [HostNet {
+            ip: "0.0.0.0".parse().unwrap(),
+            prefix: 0,
+            iface: "x".into(),
+        }];
+        assert!(on_host_network("8.8.8.8".parse().unwrap(), &zero).is_some());
+        // The host this runs on: every non-loopback address is on a network of its own.
+        for n in host_networks().unwrap() {
+            assert!(!n.ip.is_loopback());
+            assert_eq!(on_host_network(n.ip, std::slice::from_ref(&n)), Some(&n));
         }
     }
 
