@@ -492,10 +492,13 @@ pub fn discover(i: &Input) -> Toolchains {
     let in_system = |p: &Path| i.system.iter().any(|s| p.starts_with(s));
     let mut wanted: Vec<PathBuf> = Vec::new();
     let mut system_prefixes: Vec<PathBuf> = Vec::new();
+    let mut looked_up: Vec<&str> = Vec::new();
     for name in i.names {
-        if name.is_empty() || name.contains('/') {
+        // A name listed twice (`node` in `programs` and in `wrapped`) is found alike twice.
+        if name.is_empty() || name.contains('/') || looked_up.contains(name) {
             continue;
         }
+        looked_up.push(name);
         let Some((entry, phys)) = entries
             .iter()
             .find(|(_, phys)| is_executable_file(&phys.join(name)))
