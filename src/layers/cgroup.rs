@@ -1522,7 +1522,7 @@ impl Leaf {
     /// still busy after the wait stops it there, the earlier ones kept with it. On the
     /// first `EBUSY` the leaf is killed.
     fn remove_dirs(&self) -> Result<(), Error> {
-        let deadline = Instant::now() + DRAIN;
+        let mut deadline = Instant::now() + DRAIN;
         let mut first_err = None;
         let mut killed: Option<Result<(), Error>> = None;
         'dirs: for d in self.dirs.iter().rev() {
@@ -1542,6 +1542,8 @@ impl Leaf {
                     Err(e) if errno_of(&e) == libc::EBUSY && Instant::now() < deadline => {
                         if killed.is_none() {
                             killed = Some(self.kill());
+                            // the kill may have used its own wait: the drain starts now
+                            deadline = Instant::now() + DRAIN;
                             continue;
                         }
                         std::thread::sleep(Duration::from_millis(2));
