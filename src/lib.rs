@@ -3,6 +3,7 @@
 
 pub mod advice;
 pub mod app;
+pub mod canon;
 pub mod cli;
 pub mod doctor;
 pub mod explain;

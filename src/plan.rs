@@ -191,6 +191,8 @@ pub fn build(
     o: &Overrides,
     host: &Host,
 ) -> Result<Plan, String> {
+    // Paths canonicalized while planning are resolved once each (crate::canon).
+    let _canon = crate::canon::Scope::begin();
     let mut degraded = Vec::new();
     let (ids, ids_why) = run_as(profile, ws, host)?;
     let ca = match &o.ca_certs {
@@ -374,7 +376,12 @@ pub fn build(
         .as_ref()
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
     let landlock = landlock_ok.then(|| {
-        let existing = |v: &[PathBuf]| v.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
+        let existing = |v: &[PathBuf]| {
+            v.iter()
+                .filter(|p| crate::canon::exists(p))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         let mut read_exec = existing(&system_ro);
         read_exec.extend(toolchains.binds.iter().cloned());
         // With a new root the credentials in these trees are covered by mounts; without one,
@@ -586,6 +593,12 @@ pub fn expand_globs(list: &[PathBuf]) -> Vec<PathBuf> {
 /// which holds its private one), outermost only; none when the layout is one the read-write
 /// modes would refuse ([`git::discover`]): git then fails inside as it would have.
 fn git_dirs_outside(repo: &Path) -> Vec<PathBuf> {
+    // Only a `.git` file leads outside; a `.git` directory's git dirs (its own, its
+    // submodules') all lie inside it. One look (no link followed) instead of the whole scan.
+    let dot_git = crate::hostfs::Dir::open(repo).and_then(|r| r.kind(Path::new(".git")));
+    if !matches!(dot_git, Ok(Some(crate::hostfs::Kind::File))) {
+        return Vec::new();
+    }
     let Ok(found) = git::discover(repo, &[], &[]) else {
         return Vec::new();
     };

@@ -335,7 +335,7 @@ impl Trust {
     fn new(repo: &Path) -> Trust {
         let repo = normalize(repo).unwrap_or_else(|| repo.to_path_buf());
         Trust {
-            repo_canon: std::fs::canonicalize(&repo).unwrap_or_else(|_| repo.clone()),
+            repo_canon: crate::canon::canonicalize(&repo).unwrap_or_else(|_| repo.clone()),
             repo,
             dirs: HashMap::new(),
             resolved: HashMap::new(),
@@ -480,14 +480,25 @@ fn hops(entry: &Path, phys: &Path, name: &str, trust: &mut Trust) -> Option<Vec<
 /// Find and classify everything the allowed programs need. See the module documentation.
 pub fn discover(i: &Input) -> Toolchains {
     let mut trust = Trust::new(i.repo);
-    let entries = path_entries(i.path, &mut trust);
+    let mut entries = path_entries(i.path, &mut trust);
+    // Two PATH entries that are one physical directory (`/bin` -> `usr/bin`) answer every
+    // lookup alike, and the first of them is always the one found: look in each only once.
+    let mut seen: Vec<PathBuf> = Vec::new();
+    entries.retain(|(_, phys)| {
+        let first = !seen.contains(phys);
+        seen.push(phys.clone());
+        first
+    });
     let in_system = |p: &Path| i.system.iter().any(|s| p.starts_with(s));
     let mut wanted: Vec<PathBuf> = Vec::new();
     let mut system_prefixes: Vec<PathBuf> = Vec::new();
+    let mut looked_up: Vec<&str> = Vec::new();
     for name in i.names {
-        if name.is_empty() || name.contains('/') {
+        // A name listed twice (`node` in `programs` and in `wrapped`) is found alike twice.
+        if name.is_empty() || name.contains('/') || looked_up.contains(name) {
             continue;
         }
+        looked_up.push(name);
         let Some((entry, phys)) = entries
             .iter()
             .find(|(_, phys)| is_executable_file(&phys.join(name)))
@@ -552,7 +563,7 @@ pub fn discover(i: &Input) -> Toolchains {
                 continue;
             }
             let whole = p == w && !is_rustup_part(&p);
-            if let Class::Refused(why) = std::fs::canonicalize(&p)
+            if let Class::Refused(why) = crate::canon::canonicalize(&p)
                 .map(|c| classify(&c, i.homes))
                 .unwrap_or_else(|e| Class::Refused(format!("{}: {e}", p.display())))
             {
@@ -581,7 +592,7 @@ pub fn discover(i: &Input) -> Toolchains {
             binds
                 .iter()
                 .chain(i.system)
-                .filter_map(|b| Some((b.clone(), std::fs::canonicalize(b).ok()?)))
+                .filter_map(|b| Some((b.clone(), crate::canon::canonicalize(b).ok()?)))
                 .collect::<Vec<(PathBuf, PathBuf)>>()
         })
         .as_slice()
@@ -759,7 +770,10 @@ fn hide<'t>(
     if p.symlink_metadata().is_err() {
         return;
     }
-    let (Ok(real), Ok(real_dir)) = (std::fs::canonicalize(&p), std::fs::canonicalize(dir)) else {
+    let (Ok(real), Ok(real_dir)) = (
+        crate::canon::canonicalize(&p),
+        crate::canon::canonicalize(dir),
+    ) else {
         return;
     };
     let target = if real == real_dir.join(rel) {
@@ -824,7 +838,7 @@ pub fn homes(given: &[&Path]) -> Vec<PathBuf> {
                 out.push(n.clone());
             }
             // a home reached through a link is protected under both names
-            if let Ok(c) = std::fs::canonicalize(&n) {
+            if let Ok(c) = crate::canon::canonicalize(&n) {
                 if c != Path::new("/") && !out.contains(&c) {
                     out.push(c);
                 }

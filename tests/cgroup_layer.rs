@@ -279,6 +279,42 @@ fn limits_join_kill_and_remove() {
     remove_and_check(leaf);
 }
 
+/// `remove` on a leaf that still holds a tree, without a `kill` first: the rmdir is refused
+/// (EBUSY), the leaf is killed and then removed. Nothing of the tree is left running.
+#[test]
+fn remove_kills_what_is_still_inside() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(host) = host("remove_kills_what_is_still_inside") else {
+        return;
+    };
+    let limits = Limits {
+        memory_max: 64 * MIB,
+        cpus: 1.0,
+        pids_max: 16,
+    };
+    let mut kids = Children::default();
+    let leaf = host.create_leaf(&limits).expect("create the leaf");
+    let i = kids.spawn_in(&leaf, "sleep 30 & exec sleep 31", Stdio::null());
+    assert!(
+        wait_until(Duration::from_secs(5), || leaf.procs().len() == 2),
+        "procs: {:?}",
+        leaf.procs()
+    );
+    let pids = leaf.procs();
+    let t = Instant::now();
+    remove_and_check(leaf);
+    eprintln!("remove of a leaf with 2 processes took {:?}", t.elapsed());
+    assert_eq!(
+        kids.wait(i, Duration::from_secs(2)).signal(),
+        Some(libc::SIGKILL)
+    );
+    assert!(
+        wait_until(Duration::from_secs(1), || pids.iter().all(|p| !alive(*p))),
+        "still alive: {:?}",
+        pids.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+    );
+}
+
 /// A program that allocates (and touches) memory without end, 1 MiB at a time.
 fn memory_hog() -> Option<String> {
     if Path::new("/usr/bin/python3").exists() {

@@ -24,7 +24,7 @@
 //! (`<round(cpus * 100000)> 100000`, at least 1000), `pids.max`. v1 `memory.limit_in_bytes`,
 //! then `memory.memsw.limit_in_bytes` equal to it (no swap; when swap accounting is off,
 //! `memory.swappiness` 0 instead), `memory.oom_control` kept at `oom_kill_disable 0`,
-//! `cpu.cfs_period_us` 100000 and `cpu.cfs_quota_us`, `pids.max`.
+//! `cpu.cfs_quota_us` (against the period of every new group, 100000), `pids.max`.
 
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -471,8 +471,31 @@ fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// A control file or a /proc file, whole: one `read(2)` into a page-sized buffer, and one more
+/// that returns 0. (`fs::read_to_string` also `statx`es the file for a size that procfs and
+/// cgroupfs report as 0, then reads in 32-byte steps.)
+fn read_text(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let mut f = fs::File::open(path)?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 fn read(path: &Path) -> Result<String, Error> {
-    fs::read_to_string(path).map_err(|e| Error::io(Op::Read, path, &e))
+    read_text(path).map_err(|e| Error::io(Op::Read, path, &e))
 }
 
 /// Controller names in a `cgroup.controllers` / `cgroup.subtree_control` file. (A `+` is
@@ -486,7 +509,7 @@ fn read_controllers(path: &Path) -> Result<BTreeSet<String>, Error> {
 
 /// The pids in a `cgroup.procs` file; a missing file is an empty group.
 fn read_procs(path: &Path) -> Vec<i32> {
-    fs::read_to_string(path)
+    read_text(path)
         .map(|s| {
             s.split_whitespace()
                 .filter_map(|p| p.parse().ok())
@@ -505,11 +528,11 @@ fn flat_keyed(text: &str, key: &str) -> Option<u64> {
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
-    fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_text(path).ok()?.trim().parse().ok()
 }
 
 fn read_keyed(path: &Path, key: &str) -> Option<u64> {
-    flat_keyed(&fs::read_to_string(path).ok()?, key)
+    flat_keyed(&read_text(path).ok()?, key)
 }
 
 fn missing(needed: &[&str], have: &BTreeSet<String>) -> Vec<String> {
@@ -747,7 +770,10 @@ impl Host {
     /// A leaf whose pid was reused by an unrelated process stays until that process is gone.
     pub fn remove_stale(&self) -> Result<Vec<PathBuf>, Error> {
         let mut names = BTreeSet::new();
-        for p in &self.parents {
+        // A leaf is made in the first hierarchy first and removed from it last
+        // ([`Leaf::remove_dirs`]), so every leftover shows there: one directory to list, not
+        // one per hierarchy.
+        for p in self.parents.iter().take(1) {
             let Ok(rd) = fs::read_dir(&p.dir) else {
                 continue;
             };
@@ -1410,7 +1436,7 @@ impl Leaf {
     fn wait_state(&self, path: &Path, done: impl Fn(&str) -> bool) {
         let until = Instant::now() + ROUND;
         while Instant::now() < until {
-            if fs::read_to_string(path).is_ok_and(|s| done(&s)) {
+            if read_text(path).is_ok_and(|s| done(&s)) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -1440,8 +1466,8 @@ impl Leaf {
                 let Some(d) = self.path_v2() else {
                     return Usage::default();
                 };
-                let cpu = fs::read_to_string(d.join("cpu.stat")).unwrap_or_default();
-                let mem = fs::read_to_string(d.join("memory.events")).unwrap_or_default();
+                let cpu = read_text(&d.join("cpu.stat")).unwrap_or_default();
+                let mem = read_text(&d.join("memory.events")).unwrap_or_default();
                 Usage {
                     peak_memory_bytes: read_u64(&d.join("memory.peak")),
                     cpu_user_usec: flat_keyed(&cpu, "user_usec"),
@@ -1477,21 +1503,34 @@ impl Leaf {
 
     /// Remove the leaf: kill what is still inside, then rmdir every directory created,
     /// retrying up to 2 s while it drains (EBUSY). Directories already gone are fine.
+    ///
+    /// The kernel refuses to remove a group that holds a process (`EBUSY`, v1 and v2), so
+    /// the rmdir is the emptiness check: a leaf whose run ended cleanly goes with one rmdir
+    /// per directory, and a busy one is killed ([`Leaf::kill`]) and then removed.
     pub fn remove(mut self) -> Result<(), Error> {
         self.removed = true;
-        let killed = self.kill();
-        let removed = self.remove_dirs();
-        removed.and(killed)
+        if self.plain {
+            // Plain files say nothing by refusing an rmdir: kill by the listed pids first.
+            let killed = self.kill();
+            return self.remove_dirs().and(killed);
+        }
+        self.remove_dirs()
     }
 
-    fn remove_dirs(&mut self) -> Result<(), Error> {
-        let deadline = Instant::now() + DRAIN;
+    /// rmdir the leaf's directories, last hierarchy first, so that the first one (where
+    /// [`Host::remove_stale`] looks) goes last and stays while any other is left. A directory
+    /// still busy after the wait stops it there, the earlier ones kept with it. On the
+    /// first `EBUSY` the leaf is killed.
+    fn remove_dirs(&self) -> Result<(), Error> {
+        let mut deadline = Instant::now() + DRAIN;
         let mut first_err = None;
-        for d in &self.dirs {
+        let mut killed: Option<Result<(), Error>> = None;
+        'dirs: for d in self.dirs.iter().rev() {
             if self.plain {
                 if let Err(e) = fs::remove_dir_all(&d.dir) {
                     if e.kind() != io::ErrorKind::NotFound {
                         first_err.get_or_insert(Error::io(Op::Rmdir, &d.dir, &e));
+                        break 'dirs;
                     }
                 }
                 continue;
@@ -1501,18 +1540,24 @@ impl Leaf {
                     Ok(()) => break,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => break,
                     Err(e) if errno_of(&e) == libc::EBUSY && Instant::now() < deadline => {
+                        if killed.is_none() {
+                            killed = Some(self.kill());
+                            // the kill may have used its own wait: the drain starts now
+                            deadline = Instant::now() + DRAIN;
+                            continue;
+                        }
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     Err(e) => {
                         first_err.get_or_insert(Error::io(Op::Rmdir, &d.dir, &e));
-                        break;
+                        break 'dirs;
                     }
                 }
             }
         }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(()),
+        match (first_err, killed) {
+            (Some(e), _) | (None, Some(Err(e))) => Err(e),
+            _ => Ok(()),
         }
     }
 
@@ -1522,16 +1567,17 @@ impl Leaf {
             return Ok(());
         };
         let plain = self.plain;
-        // Optional files are written when the kernel offers them (always on plain files).
-        let present = |p: &Path| plain || p.exists();
+        // Optional files are written when the kernel offers them (always on plain files):
+        // tried, and ENOENT taken for "not offered".
+        let optional = |r: Result<(), Error>| match r {
+            Err(e) if e.errno == Some(libc::ENOENT) => Ok(false),
+            r => r.map(|()| true),
+        };
         match self.version {
             Version::V2 => {
                 let d = &self.dirs[0].dir;
                 write_file(&d.join("memory.max"), &l.memory_max.to_string(), plain)?;
-                let swap = d.join("memory.swap.max");
-                if present(&swap) {
-                    write_file(&swap, "0", plain)?;
-                }
+                optional(write_file(&d.join("memory.swap.max"), "0", plain))?;
                 write_file(&d.join("cpu.max"), &l.cpu_max(), plain)?;
                 write_file(&d.join("pids.max"), &l.pids_max.to_string(), plain)?;
             }
@@ -1544,10 +1590,12 @@ impl Leaf {
                 let mem = l.memory_max.to_string();
                 // The memory limit first: memsw must stay >= it.
                 write_file(&m.join("memory.limit_in_bytes"), &mem, plain)?;
-                let memsw = m.join("memory.memsw.limit_in_bytes");
-                if present(&memsw) {
-                    write_file(&memsw, &mem, plain)?;
-                } else if m.join("memory.swappiness").exists() {
+                // memsw exists with swap accounting (written, not looked up first).
+                if !optional(write_file(
+                    &m.join("memory.memsw.limit_in_bytes"),
+                    &mem,
+                    plain,
+                ))? {
                     // No swap accounting: at least keep the group from swapping.
                     let _ = write_file(&m.join("memory.swappiness"), "0", plain);
                 }
@@ -1558,11 +1606,9 @@ impl Leaf {
                     write_file(&oc, "0", plain)?;
                 }
                 let c = need("cpu")?;
-                write_file(
-                    &c.join("cpu.cfs_period_us"),
-                    &CPU_PERIOD_US.to_string(),
-                    plain,
-                )?;
+                // cpu.cfs_period_us is not written: a new group's period is always the
+                // kernel's default, 100 ms (CPU_PERIOD_US; init_cfs_bandwidth, not inherited),
+                // and each bandwidth write locks every CPU's runqueue.
                 write_file(
                     &c.join("cpu.cfs_quota_us"),
                     &l.cpu_quota_us().to_string(),
@@ -1584,7 +1630,7 @@ fn v1_cpu(d: &Path) -> (Option<u64>, Option<u64>) {
     if let (Some(u), Some(s)) = (user, sys) {
         return (Some(u / 1000), Some(s / 1000));
     }
-    let stat = fs::read_to_string(d.join("cpuacct.stat")).unwrap_or_default();
+    let stat = read_text(&d.join("cpuacct.stat")).unwrap_or_default();
     let us = |ticks: u64| ticks.saturating_mul(1_000_000) / clk_tck();
     (
         flat_keyed(&stat, "user").map(us),
@@ -2148,7 +2194,8 @@ mod tests {
         let mem = (64u64 << 20).to_string();
         assert_eq!(text(&p[0].join("memory.limit_in_bytes")), mem);
         assert_eq!(text(&p[0].join("memory.memsw.limit_in_bytes")), mem);
-        assert_eq!(text(&p[1].join("cpu.cfs_period_us")), "100000");
+        // The period of a new group is the kernel's 100 ms: not written.
+        assert!(!p[1].join("cpu.cfs_period_us").exists());
         assert_eq!(text(&p[1].join("cpu.cfs_quota_us")), "50000");
         assert_eq!(text(&p[2].join("pids.max")), "32");
         assert!(!p[3].join("cpu.cfs_quota_us").exists());

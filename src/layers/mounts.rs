@@ -127,10 +127,10 @@ pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty
 pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
     let mut ops = Vec::new();
     // A dangling symlink (an /etc/resolv.conf pointing into an absent /run) is skipped too.
-    let exists = |p: &Path| p.exists();
+    let exists = |p: &Path| crate::canon::exists(p);
     // Sources are resolved here, on the host: in the child an absolute symlink such as
     // /etc/localtime -> /usr/share/zoneinfo/UTC would resolve against the scratch root.
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let real = |p: &Path| crate::canon::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let bind = |p: &Path, ro, optional| Op::Bind {
         src: real(p),
         dst: p.to_path_buf(),
