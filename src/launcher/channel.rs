@@ -278,13 +278,19 @@ pub fn recv(fd: RawFd) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
 /// Read every record until end-of-file. Used by the supervisor on its read end.
 pub fn read_all(fd: RawFd) -> Vec<Record> {
     let mut out = Vec::new();
-    let mut b = [0u8; SIZE];
+    // Many records per read from a pipe (each was written whole, so a read of a multiple of
+    // SIZE never splits one); one per read from a seqpacket socket.
+    let mut b = [0u8; SIZE * 64];
     loop {
         // SAFETY: read(2) into a stack buffer of the given length.
         let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
-        if n == SIZE as isize {
-            if let Some(r) = Record::decode(b) {
-                out.push(r);
+        if n > 0 && n as usize % SIZE == 0 {
+            for chunk in b[..n as usize].chunks_exact(SIZE) {
+                let mut rec = [0u8; SIZE];
+                rec.copy_from_slice(chunk);
+                if let Some(r) = Record::decode(rec) {
+                    out.push(r);
+                }
             }
         } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
