@@ -1160,6 +1160,83 @@ mod tests {
         }
     }
 
+    /// What installing costs in the kernel (checker, conversion, JIT, action cache), for the
+    /// one program and for the old stack, in fresh forked children: median microseconds.
+    /// `cargo test --lib -- --ignored --nocapture install_cost`.
+    #[test]
+    #[ignore]
+    fn install_cost() {
+        fn median_install(programs: &[&[libc::sock_filter]]) -> f64 {
+            let mut times: Vec<f64> = (0..200)
+                .map(|_| {
+                    let mut fds = [0; 2];
+                    // SAFETY: pipe writes two fds into the array.
+                    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+                    // SAFETY: the child makes system calls only and leaves with _exit.
+                    let pid = unsafe { libc::fork() };
+                    if pid == 0 {
+                        let t = std::time::Instant::now();
+                        for p in programs {
+                            let prog = libc::sock_fprog {
+                                len: p.len() as u16,
+                                filter: p.as_ptr() as *mut _,
+                            };
+                            // SAFETY: prctl, seccomp on a program alive for the call.
+                            unsafe {
+                                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                                libc::syscall(libc::SYS_seccomp, 1, 0, &prog as *const _);
+                            }
+                        }
+                        let us = t.elapsed().as_secs_f64() * 1e6;
+                        // SAFETY: writes 8 bytes from a local; ends the child.
+                        unsafe {
+                            libc::write(fds[1], &us as *const f64 as *const _, 8);
+                            libc::_exit(0);
+                        }
+                    }
+                    let mut us = 0f64;
+                    // SAFETY: reads 8 bytes into a local; waits for our child; closes our fds.
+                    unsafe {
+                        libc::read(fds[0], &mut us as *mut f64 as *mut _, 8);
+                        libc::waitpid(pid, std::ptr::null_mut(), 0);
+                        libc::close(fds[0]);
+                        libc::close(fds[1]);
+                    }
+                    us
+                })
+                .collect();
+            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            times[times.len() / 2]
+        }
+        let one = build(&Options::default()).unwrap();
+        let old = reference_stack(false);
+        let old: Vec<&[libc::sock_filter]> = old.iter().map(|p| p.as_slice()).collect();
+        let old_sizes: Vec<usize> = old.iter().map(|p| p.len()).collect();
+        // The stack as it was installed before the one program: the allow-list already a
+        // binary search, seccompiler only for the ENOSYS filter.
+        let arch = bpf::TARGET.unwrap();
+        let before = [
+            bpf::x32_guard(),
+            bpf::allow_list(arch, false).unwrap(),
+            bpf::socket_families(arch).unwrap(),
+            reference_stack(false).pop().unwrap(),
+        ];
+        let before: Vec<&[libc::sock_filter]> = before.iter().map(|p| p.as_slice()).collect();
+        let before_sizes: Vec<usize> = before.iter().map(|p| p.len()).collect();
+        for _ in 0..2 {
+            println!(
+                "one program ({} insns): {:.1} us; stack before it {:?}: {:.1} us; \
+                 with seccompiler's allow-list {:?}: {:.1} us",
+                one.instructions(),
+                median_install(&[one.program()]),
+                before_sizes,
+                median_install(&before),
+                old_sizes,
+                median_install(&old)
+            );
+        }
+    }
+
     #[test]
     fn arch_name_is_the_target() {
         assert_eq!(arch_name(), std::env::consts::ARCH);
