@@ -589,9 +589,9 @@ pub fn entries(deny_listen: bool) -> Result<Vec<(u32, Entry)>, String> {
 }
 
 /// The policy as ONE program for `audit_arch`: another architecture -> `KILL_PROCESS`; on
-/// x86_64, an x32 number -> `KILL_PROCESS`; then a binary search on the number over
-/// [`entries`], so that every call, the ones with argument rules included, is decided in a few
-/// dozen instructions, and anything not listed gets `EPERM`. The paths of the unconditional
+/// x86_64, an x32 number -> `KILL_PROCESS`; then a binary search on the number over the
+/// stretches of [`entries`] (see [`tree`]), so that every call, the ones with argument rules
+/// included, is decided in a few dozen instructions, and anything not listed gets `EPERM`. The paths of the unconditional
 /// calls load nothing but the number and the arch, so the kernel's action cache skips the
 /// program for them.
 ///
@@ -615,98 +615,114 @@ pub fn program(audit_arch: u32, deny_listen: bool) -> Result<Vec<libc::sock_filt
         a.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
         a.here(native);
     }
-    search(&mut a, &entries);
+    tree(&mut a, &stretches(&entries));
     a.finish("seccomp")
 }
 
-/// The allow-list alone, as a filter of its own (arch check, then the search, socket calls
-/// allowed): the stack's second filter, kept for the tests' comparison.
-pub fn allow_list(audit_arch: u32, deny_listen: bool) -> Result<Vec<libc::sock_filter>, String> {
-    let entries = allow_list_entries(deny_listen)?;
-    let mut a = Asm::default();
-    let arch_ok = a.label();
-    a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH);
-    a.jeq(audit_arch, Some(arch_ok), None);
-    a.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
-    a.here(arch_ok);
-    a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR);
-    search(&mut a, &entries);
-    a.finish("allow-list")
+/// What the program does with a stretch of numbers.
+enum Action<'a> {
+    Allow,
+    Eperm,
+    /// A single number with rules of its own (arguments, errno, socket family).
+    Rule(&'a Entry),
 }
 
-/// Entries per leaf of the search: compared one by one.
-const LEAF: usize = 8;
+/// `entries` (sorted) as stretches covering every number: `(first number, action)`, in
+/// order, the first starting at 0 and the last running to `u32::MAX`; neighbouring numbers
+/// that are both allowed whatever the arguments, or both refused, share one stretch.
+fn stretches(entries: &[(u32, Entry)]) -> Vec<(u32, Action<'_>)> {
+    fn push<'a>(v: &mut Vec<(u32, Action<'a>)>, lo: u32, act: Action<'a>) {
+        match (v.last(), &act) {
+            (Some((_, Action::Allow)), Action::Allow)
+            | (Some((_, Action::Eperm)), Action::Eperm) => {}
+            _ => v.push((lo, act)),
+        }
+    }
+    let mut v = Vec::new();
+    let mut next = 0u32;
+    for (nr, e) in entries {
+        if *nr > next {
+            push(&mut v, next, Action::Eperm);
+        }
+        let act = match e {
+            Entry::Allow => Action::Allow,
+            e => Action::Rule(e),
+        };
+        push(&mut v, *nr, act);
+        next = nr + 1;
+    }
+    if next != 0 {
+        push(&mut v, next, Action::Eperm);
+    }
+    v
+}
 
-/// Emits the decision for `entries` (sorted), with the number in the accumulator. A leaf
-/// compares each number and falls through to `EPERM`; an inner node splits at the middle
-/// number, with a long jump (`ja`) to the upper half, which may be far away.
-fn search(a: &mut Asm, entries: &[(u32, Entry)]) {
-    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-    if entries.len() > LEAF {
-        let mid = entries.len() / 2;
-        let (upper, lower) = (a.label(), a.label());
-        a.jge(entries[mid].0, None, Some(lower));
-        a.ja(upper);
-        a.here(lower);
-        search(a, &entries[..mid]);
-        a.here(upper);
-        search(a, &entries[mid..]);
+/// Emits the decision for `stretches`, with the number in the accumulator: a balanced tree of
+/// `jge` on the stretches' first numbers, each leaf a return (or a call's own rules). A `jge`
+/// jumps over its lower half straight to the upper one when that fits in BPF's 8-bit offset,
+/// else through a long `ja`. About one instruction per stretch and per leaf: the kernel's
+/// checker, JIT and action cache cost in proportion to the length at every install.
+fn tree(a: &mut Asm, stretches: &[(u32, Action)]) {
+    if let [(_, act)] = stretches {
+        leaf(a, act);
         return;
     }
-    let allow = a.label();
-    let targets: Vec<usize> = entries
-        .iter()
-        .map(|(nr, e)| match e {
-            Entry::Allow => {
-                a.jeq(*nr, Some(allow), None);
-                allow
-            }
-            _ => {
-                let l = a.label();
-                a.jeq(*nr, Some(l), None);
-                l
-            }
-        })
-        .collect();
-    a.stmt(BPF_RET_K, eperm);
-    a.here(allow);
-    a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
-    for ((_, e), target) in entries.iter().zip(targets) {
-        match e {
-            Entry::Allow => continue,
-            Entry::AnyOf(rules) => {
-                a.here(target);
-                for rule in rules {
-                    let next = a.label();
-                    for c in rule {
-                        a.stmt(BPF_LD_W_ABS, seccomp_arg(c.arg));
-                        match c.cmp {
-                            Cmp::Eq(v) => a.jeq(v, None, Some(next)),
-                            Cmp::Ne(v) => a.jeq(v, Some(next), None),
-                            Cmp::MaskedEq(mask, v) => {
-                                a.stmt(BPF_ALU_AND_K, mask);
-                                a.jeq(v, None, Some(next));
-                            }
+    let mid = stretches.len() / 2;
+    let lower_len = tree_len(&stretches[..mid]);
+    let upper = a.label();
+    if lower_len <= u8::MAX as usize {
+        a.jge(stretches[mid].0, Some(upper), None);
+    } else {
+        let lower = a.label();
+        a.jge(stretches[mid].0, None, Some(lower));
+        a.ja(upper);
+        a.here(lower);
+    }
+    tree(a, &stretches[..mid]);
+    a.here(upper);
+    tree(a, &stretches[mid..]);
+}
+
+/// The number of instructions [`tree`] emits for `stretches`.
+fn tree_len(stretches: &[(u32, Action)]) -> usize {
+    if let [(_, act)] = stretches {
+        let mut scratch = Asm::default();
+        leaf(&mut scratch, act);
+        return scratch.code.len();
+    }
+    let mid = stretches.len() / 2;
+    let lower = tree_len(&stretches[..mid]);
+    1 + usize::from(lower > u8::MAX as usize) + lower + tree_len(&stretches[mid..])
+}
+
+/// One stretch's decision; every path ends in a return.
+fn leaf(a: &mut Asm, act: &Action) {
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    match act {
+        Action::Allow | Action::Rule(Entry::Allow) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+        Action::Eperm => a.stmt(BPF_RET_K, eperm),
+        Action::Rule(Entry::AnyOf(rules)) => {
+            for rule in rules {
+                let next = a.label();
+                for c in rule {
+                    a.stmt(BPF_LD_W_ABS, seccomp_arg(c.arg));
+                    match c.cmp {
+                        Cmp::Eq(v) => a.jeq(v, None, Some(next)),
+                        Cmp::Ne(v) => a.jeq(v, Some(next), None),
+                        Cmp::MaskedEq(mask, v) => {
+                            a.stmt(BPF_ALU_AND_K, mask);
+                            a.jeq(v, None, Some(next));
                         }
                     }
-                    a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
-                    a.here(next);
                 }
-                a.stmt(BPF_RET_K, eperm);
+                a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
+                a.here(next);
             }
-            Entry::Errno(errno) => {
-                a.here(target);
-                a.stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | errno);
-            }
-            Entry::Socket => {
-                a.here(target);
-                socket_rules(a);
-            }
-            Entry::Socketpair => {
-                a.here(target);
-                socketpair_rules(a);
-            }
+            a.stmt(BPF_RET_K, eperm);
         }
+        Action::Rule(Entry::Errno(errno)) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | errno),
+        Action::Rule(Entry::Socket) => socket_rules(a),
+        Action::Rule(Entry::Socketpair) => socketpair_rules(a),
     }
 }
 
