@@ -898,6 +898,8 @@ fn status() -> Outcome {
         "NoNewPrivs",
         "Seccomp",
         "Seccomp_filters",
+        "SigIgn",
+        "SigBlk",
         "Uid",
         "Gid",
     ];

@@ -968,6 +968,54 @@ fn status_field<'a>(lines: &'a [String], key: &str) -> Option<&'a str> {
     })
 }
 
+/// Signal dispositions the caller ignored (`nohup`, a shell's background job) do not reach the
+/// workload: an ignored disposition survives exec, so the sandbox resets every signal, the last
+/// real-time one (SIGRTMAX) included. Control: the host probe, started the same way, still
+/// ignores them.
+#[test]
+fn signals_the_caller_ignored_are_reset() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("sigign");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let sigs = [libc::SIGHUP, libc::SIGUSR1, libc::SIGRTMAX()];
+    let ignore = |c: &mut Command| {
+        // SAFETY: signal() only, between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                for s in sigs {
+                    libc::signal(s, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+    };
+    let ignored = |lines: &[String]| -> Vec<i32> {
+        let mask = status_field(lines, "SigIgn").expect("SigIgn");
+        let mask = u64::from_str_radix(mask, 16).expect("hex");
+        sigs.into_iter()
+            .filter(|s| mask & (1u64 << (s - 1)) != 0)
+            .collect()
+    };
+    let h = host_probe_with(&["status"], ignore);
+    h.assert_ok();
+    assert_eq!(
+        ignored(&h.lines),
+        sigs,
+        "control: the host probe ignores them\n{h}"
+    );
+    let r = run_probe_with(&p, &repo, &[], &["status"], ignore);
+    r.assert_ok();
+    assert_eq!(ignored(&r.lines), Vec::<i32>::new(), "{r}");
+    assert_eq!(
+        status_field(&r.lines, "SigBlk"),
+        Some("0000000000000000"),
+        "{r}"
+    );
+}
+
 /// Inside: every capability set empty, NoNewPrivs 1, Seccomp 2 (filter). Control: the host's
 /// probe shows a bounding set to clear, no NoNewPrivs, no filter.
 #[test]

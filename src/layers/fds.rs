@@ -35,7 +35,8 @@ pub fn reset_signals() -> Result<(), StepError> {
     // SAFETY: sigaction with SIG_DFL and sigprocmask with an empty set only change this
     // process's signal state; SIGKILL/SIGSTOP fail harmlessly.
     unsafe {
-        for sig in 1..libc::SIGRTMAX() {
+        // SIGRTMAX itself too: an ignored disposition of any signal survives exec.
+        for sig in 1..=libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }

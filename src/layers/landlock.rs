@@ -4,15 +4,16 @@
 //! so the paths are opened after the mounts) and before seccomp. The child is a freshly
 //! exec'd, single-threaded stage 2, so building the ruleset may allocate.
 //!
-//! We ask for everything the running kernel's ABI offers (capped at what the crate knows)
-//! and then check what was really enforced: the crate's best-effort mode returns `Ok` with
-//! `NotEnforced` on a kernel without landlock, which must never pass silently.
+//! We ask for everything the running kernel's ABI offers (capped at what the landlock crate
+//! knows: its access sets give the rights) and make the system calls ourselves, so a kernel
+//! without landlock is an error, never a silent no-op (the crate's best-effort mode would
+//! return `Ok` with `NotEnforced` there).
 
 use crate::layers::{Step, StepError};
-use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
-};
+use landlock::{Access, AccessFs, AccessNet, BitFlags, Scope, ABI};
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// What the workload may touch, by path inside the new root.
@@ -89,32 +90,6 @@ pub fn missing_at(abi: u8, spec: &Spec) -> Vec<String> {
     m
 }
 
-/// The errno of the io::Error somewhere in the crate's error chain (EINVAL if none).
-fn step(e: impl std::error::Error + 'static, s: Step) -> StepError {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    while let Some(err) = cur {
-        if let Some(n) = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.raw_os_error())
-        {
-            return StepError::new(s, n);
-        }
-        cur = err.source();
-    }
-    StepError::new(s, libc::EINVAL)
-}
-
-/// `path` opened with O_PATH, unless it is missing or a symlink.
-fn open_nofollow(path: &std::path::Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
-        .open(path)
-        .ok()?;
-    (!f.metadata().ok()?.file_type().is_symlink()).then_some(f)
-}
-
 /// `root` minus `protected`, as landlock rules. Landlock only grants, and a right granted on a
 /// directory holds for everything beneath it, so a protected path is carved out by granting
 /// read-write on each sibling along the way to it instead of on their common parent; the
@@ -143,9 +118,72 @@ pub fn carve(root: &Path, protected: &[PathBuf], rw: &mut Vec<PathBuf>, ro: &mut
     }
 }
 
+/// `struct landlock_ruleset_attr` (ABI 6 layout; older kernels accept it with the newer
+/// fields zero).
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed, as in the kernel's uapi).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
+}
+
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+const LANDLOCK_RULE_NET_PORT: libc::c_int = 2;
+
+/// `landlock_add_rule` on prepared data.
+fn add_rule<T>(ruleset: &OwnedFd, kind: libc::c_int, attr: &T) -> Result<(), StepError> {
+    // SAFETY: `attr` is the uapi struct for `kind`, alive for the call; the kernel copies it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            kind,
+            attr as *const T,
+            0u32,
+        )
+    };
+    if rc != 0 {
+        return Err(StepError::last(Step::LandlockRule));
+    }
+    Ok(())
+}
+
+/// `path` opened with `O_PATH` (one path walk), and whether it is a directory. `None` when it
+/// is missing (a path that does not exist in the new root was skipped by the mounts too) or,
+/// with `nofollow`, a symlink.
+fn open_rule_path(path: &Path, nofollow: bool) -> Option<(File, bool)> {
+    let flags = libc::O_PATH | if nofollow { libc::O_NOFOLLOW } else { 0 };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .ok()?;
+    let t = f.metadata().ok()?.file_type();
+    (!t.is_symlink()).then_some((f, t.is_dir()))
+}
+
 /// Restrict the calling process. `min_abi` is the profile's minimum; below it, or without
 /// landlock at all, this fails with ENOSYS/EOPNOTSUPP so a required layer fails closed (the
 /// caller decides whether "not available" is fatal before calling).
+///
+/// The rights are the crate's access sets for the kernel's ABI (capped at what the crate
+/// knows); the system calls are made here, on prepared data: per rule, one `O_PATH` open (the
+/// only path walk), one `fstat` on it, `landlock_add_rule` and `close`. (The crate's path
+/// rules cost a second walk of the path and a second `fstat` each, ~50 rules per run.)
 pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
     let kabi = kernel_abi();
     if kabi == 0 || kabi < min_abi {
@@ -153,38 +191,44 @@ pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
     }
     let abi = ABI::from(kabi as i32);
     let fs_all = AccessFs::from_all(abi);
+    let file_rights = AccessFs::from_file(abi);
     let read_exec = AccessFs::from_read(abi);
     let read_only = read_exec & !AccessFs::Execute;
-    let dev_rw =
-        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::from_file(abi) & AccessFs::Truncate;
-    let tty = dev_rw | (AccessFs::from_file(abi) & AccessFs::IoctlDev);
+    let dev_rw = AccessFs::ReadFile | AccessFs::WriteFile | file_rights & AccessFs::Truncate;
+    let tty = dev_rw | (file_rights & AccessFs::IoctlDev);
 
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(fs_all)
-        .map_err(|e| step(e, Step::LandlockRuleset))?;
+    let mut net = BitFlags::<AccessNet>::empty();
     if kabi >= 4 {
-        let mut net = BitFlags::<AccessNet>::empty();
         if spec.tcp_connect.is_some() {
             net |= AccessNet::ConnectTcp;
         }
         if spec.tcp_bind.is_some() {
             net |= AccessNet::BindTcp;
         }
-        if !net.is_empty() {
-            ruleset = ruleset
-                .handle_access(net)
-                .map_err(|e| step(e, Step::LandlockRuleset))?;
-        }
     }
-    if kabi >= 6 && spec.scope {
-        ruleset = ruleset
-            .scope(Scope::from_all(abi))
-            .map_err(|e| step(e, Step::LandlockRuleset))?;
+    let attr = RulesetAttr {
+        handled_access_fs: fs_all.bits(),
+        handled_access_net: net.bits(),
+        scoped: if kabi >= 6 && spec.scope {
+            Scope::from_all(abi).bits()
+        } else {
+            0
+        },
+    };
+    // SAFETY: `attr` is a landlock_ruleset_attr of the size given, alive for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    if fd < 0 {
+        return Err(StepError::last(Step::LandlockRuleset));
     }
-    let mut created = ruleset
-        .create()
-        .map_err(|e| step(e, Step::LandlockRuleset))?;
+    // SAFETY: a new fd (close-on-exec, as the kernel makes it) that nothing else owns.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
 
     let groups: [(&Vec<PathBuf>, BitFlags<AccessFs>); 6] = [
         (&spec.list, AccessFs::ReadDir.into()),
@@ -196,22 +240,17 @@ pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
     ];
     for (paths, access) in groups {
         for p in paths {
+            // Full rights never follow a symlink: a link swapped in would grant its target.
+            let Some((f, is_dir)) = open_rule_path(p, access == fs_all) else {
+                continue;
+            };
             // Directories-only rights on a file are an error: trim them to what a file can have.
-            let access = if p.is_dir() {
-                access
-            } else {
-                access & AccessFs::from_file(abi)
+            let access = if is_dir { access } else { access & file_rights };
+            let rule = PathBeneathAttr {
+                allowed_access: access.bits(),
+                parent_fd: f.as_raw_fd(),
             };
-            let rule = if access == fs_all {
-                // Full rights never follow a symlink: a link swapped in would grant its target.
-                let Some(fd) = open_nofollow(p) else { continue };
-                created.add_rule(PathBeneath::new(fd, access))
-            } else {
-                // A path that does not exist in the new root was skipped by the mounts too.
-                let Ok(fd) = PathFd::new(p) else { continue };
-                created.add_rule(PathBeneath::new(fd, access))
-            };
-            created = rule.map_err(|e| step(e, Step::LandlockRule))?;
+            add_rule(&ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule)?;
         }
     }
     if kabi >= 4 {
@@ -220,26 +259,28 @@ pub fn apply(spec: &Spec, min_abi: u8) -> Result<Applied, StepError> {
             (&spec.tcp_bind, AccessNet::BindTcp),
         ] {
             for &port in ports.iter().flatten() {
-                created = created
-                    .add_rule(NetPort::new(port, access))
-                    .map_err(|e| step(e, Step::LandlockRule))?;
+                let rule = NetPortAttr {
+                    allowed_access: BitFlags::from(access).bits(),
+                    port: port as u64,
+                };
+                add_rule(&ruleset, LANDLOCK_RULE_NET_PORT, &rule)?;
             }
         }
     }
-    let status = created
-        .restrict_self()
-        .map_err(|e| step(e, Step::LandlockRestrict))?;
-    let status = match status.ruleset {
-        RulesetStatus::FullyEnforced => "fully_enforced",
-        RulesetStatus::PartiallyEnforced => "partially_enforced",
-        // Never accept a silent no-op: the kernel said it has landlock, so this is a failure.
-        RulesetStatus::NotEnforced => {
-            return Err(StepError::new(Step::LandlockRestrict, libc::EOPNOTSUPP))
+    // SAFETY: prctl and landlock_restrict_self with integer arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(StepError::last(Step::LandlockRestrict));
         }
-    };
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
+            return Err(StepError::last(Step::LandlockRestrict));
+        }
+    }
+    // Every right asked for is one this ABI has (the sets above are the ABI's own), and the
+    // kernel took the ruleset: fully enforced, what the crate reported in this case too.
     Ok(Applied {
         abi: kabi,
-        status: status.to_string(),
+        status: "fully_enforced".to_string(),
         missing: missing_at(kabi, spec),
     })
 }
