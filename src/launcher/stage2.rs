@@ -163,7 +163,14 @@ fn run() -> Result<i32, StepError> {
         nix::unistd::ForkResult::Parent { child } => {
             let code = init::wait_forwarding(child, &forwarded);
             mark(Phase::InitEnded);
-            let held = Held { views, real, cap, disk, real_repo, carry };
+            let held = Held {
+                views,
+                real,
+                cap,
+                disk,
+                real_repo,
+                carry,
+            };
             let code = held.finish(code);
             mark(Phase::Stage2Ended);
             Ok(code)
