@@ -142,12 +142,17 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         ro,
         optional,
     };
-    for p in i.system_ro.iter().chain(i.extra_ro).chain(i.sys) {
+    for p in i.system_ro {
         if exists(p) {
             ops.push(bind(p, true, false));
         }
     }
-    let system = i.system_ro.iter().filter(|p| exists(p)).count();
+    let system = ops.len();
+    for p in i.extra_ro.iter().chain(i.sys) {
+        if exists(p) {
+            ops.push(bind(p, true, false));
+        }
+    }
     for p in i.toolchains {
         if exists(p) {
             ops.push(bind(p, true, true));
@@ -266,7 +271,8 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
 /// mount, which costs pid 1 a mount at start and the kernel a teardown at the end. Not when an
 /// op mounts below the entry: a mount point is never reached through a link.
 fn system_links(ops: &mut [Op], n: usize) {
-    // Directories bound read-only at their own path, always (not a toolchain's optional bind).
+    // Paths bound read-only at their own path, always (not a toolchain's optional bind); one
+    // that a resolved, existing path lies strictly under is a directory.
     let dirs: Vec<PathBuf> = ops
         .iter()
         .filter_map(|op| match op {
@@ -275,7 +281,7 @@ fn system_links(ops: &mut [Op], n: usize) {
                 dst,
                 ro: true,
                 optional: false,
-            } if src == dst && src.is_dir() => Some(dst.clone()),
+            } if src == dst => Some(dst.clone()),
             _ => None,
         })
         .collect();
@@ -284,9 +290,12 @@ fn system_links(ops: &mut [Op], n: usize) {
         let Op::Bind { src, dst, .. } = op else {
             continue;
         };
+        if src == dst {
+            continue;
+        }
         let inside = dirs.iter().any(|d| src.starts_with(d) && src != d);
         let below = dsts.iter().any(|d| d.starts_with(&*dst) && d != dst);
-        if src != dst && inside && !below {
+        if inside && !below {
             *op = Op::Symlink {
                 target: src.clone(),
                 dst: dst.clone(),
@@ -387,31 +396,29 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     .map_err(err(Step::MountRoot))?;
     let mut b = Build::new()?;
     let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
+    let places = Places::new(ops, &dsts);
     // A link with a mount planned below it (added after `plan`) is bound instead: a mount
     // point is never reached through a link.
     let ops: Vec<Op> = ops
         .iter()
         .zip(&dsts)
         .map(|(op, at)| match op {
-            Op::Symlink { target, dst } if dsts.iter().any(|d| d.starts_with(at) && d != at) => {
-                Op::Bind {
-                    src: target.clone(),
-                    dst: dst.clone(),
-                    ro: true,
-                    optional: false,
-                }
-            }
+            Op::Symlink { target, dst } if places.below.contains(at.as_path()) => Op::Bind {
+                src: target.clone(),
+                dst: dst.clone(),
+                ro: true,
+                optional: false,
+            },
             op => op.clone(),
         })
         .collect();
     let ops = ops.as_slice();
-    let first = first_part(ops, &dsts);
+    let first = first_part(ops, &dsts, &places);
     for (n, op) in ops.iter().enumerate().filter(|(n, _)| first[*n]) {
         apply(op, n, &mut b, true).map_err(|e| e.at(n))?;
     }
     for (n, op) in ops.iter().enumerate().filter(|(n, _)| !first[*n]) {
-        let above = dsts.iter().any(|d| dsts[n].starts_with(d) && *d != dsts[n]);
-        if !above {
+        if !places.above(&dsts[n]) {
             early_mount_point(op).map_err(|e| e.at(n))?;
         }
     }
@@ -445,16 +452,51 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     Ok(())
 }
 
+/// Where the ops of [`build_root`] mount, for the questions it asks of each (a hash lookup per
+/// ancestor, not a comparison with every other op).
+struct Places<'a> {
+    /// Each place: how many ops mount there, and whether all of them are read-only.
+    at: std::collections::HashMap<&'a Path, (usize, bool)>,
+    /// Every place with an op strictly below it.
+    below: std::collections::HashSet<&'a Path>,
+}
+
+impl<'a> Places<'a> {
+    fn new(ops: &[Op], dsts: &'a [PathBuf]) -> Places<'a> {
+        let mut at = std::collections::HashMap::new();
+        let mut below = std::collections::HashSet::new();
+        for (op, d) in ops.iter().zip(dsts) {
+            let e = at.entry(d.as_path()).or_insert((0, true));
+            e.0 += 1;
+            e.1 &= read_only(op);
+            below.extend(d.ancestors().skip(1));
+        }
+        Places { at, below }
+    }
+
+    /// Whether an op mounts strictly above `dst` (at one of its ancestors).
+    fn above(&self, dst: &Path) -> bool {
+        dst.ancestors().skip(1).any(|a| self.at.contains_key(a))
+    }
+}
+
+/// A read-only bind or a link: what [`Build::seal`] makes read-only with the root.
+fn read_only(op: &Op) -> bool {
+    matches!(op, Op::Bind { ro: true, .. } | Op::Symlink { .. })
+}
+
 /// Which ops go in the first part of [`build_root`]: read-only ones (a read-only bind, a link)
-/// with no other op at or above their place, but for read-only ones at the same place.
-fn first_part(ops: &[Op], dsts: &[PathBuf]) -> Vec<bool> {
-    let read_only = |op: &Op| matches!(op, Op::Bind { ro: true, .. } | Op::Symlink { .. });
-    (0..ops.len())
-        .map(|n| {
-            read_only(&ops[n])
-                && !dsts.iter().enumerate().any(|(m, d)| {
-                    m != n && dsts[n].starts_with(d) && !(*d == dsts[n] && read_only(&ops[m]))
-                })
+/// with no other op above their place, nor at it but read-only ones.
+fn first_part(ops: &[Op], dsts: &[PathBuf], places: &Places) -> Vec<bool> {
+    ops.iter()
+        .zip(dsts)
+        .map(|(op, d)| {
+            read_only(op)
+                && !places.above(d)
+                && places
+                    .at
+                    .get(d.as_path())
+                    .is_some_and(|&(_, all_ro)| all_ro)
         })
         .collect()
 }
@@ -1104,7 +1146,7 @@ mod tests {
         ];
         let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
         assert_eq!(
-            first_part(&ops, &dsts),
+            first_part(&ops, &dsts, &Places::new(&ops, &dsts)),
             vec![true, true, false, false, false, true, false, false]
         );
     }
