@@ -49,6 +49,9 @@ fn mount_line(op: &Op) -> String {
                 ""
             }
         ),
+        Op::Symlink { target, dst } => {
+            format!("symlink {} -> {} ro", dst.display(), target.display())
+        }
         Op::Overlay {
             lower,
             dst,

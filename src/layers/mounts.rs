@@ -31,6 +31,10 @@ pub enum Op {
         ro: bool,
         optional: bool,
     },
+    /// A symlink at `dst` to `target`, a resolved host path inside a read-only bind made at its
+    /// own path (merged /usr: `/bin` -> `/usr/bin`): the same file as a bind, without a mount.
+    /// Bound as [`Op::Bind`] (read-only) instead when `dst` is not on the root tmpfs.
+    Symlink { target: PathBuf, dst: PathBuf },
     /// A private tmpfs.
     Tmpfs { dst: PathBuf, size: u64, mode: u32 },
     /// Copy-on-write view of `lower`: writes land on a tmpfs of `size` bytes and vanish with
@@ -81,6 +85,7 @@ impl Op {
     pub fn dst(&self) -> PathBuf {
         match self {
             Op::Bind { dst, .. }
+            | Op::Symlink { dst, .. }
             | Op::Tmpfs { dst, .. }
             | Op::Overlay { dst, .. }
             | Op::Proc { dst }
@@ -137,7 +142,13 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         ro,
         optional,
     };
-    for p in i.system_ro.iter().chain(i.extra_ro).chain(i.sys) {
+    for p in i.system_ro {
+        if exists(p) {
+            ops.push(bind(p, true, false));
+        }
+    }
+    let system = ops.len();
+    for p in i.extra_ro.iter().chain(i.sys) {
         if exists(p) {
             ops.push(bind(p, true, false));
         }
@@ -248,9 +259,49 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
         pts: i.dev_pts,
         shm_size: i.tmp_size,
     });
+    system_links(&mut ops, system);
     // Parents before children; among equals keep the order above (later wins, as in bwrap).
     ops.sort_by_key(|op| op.dst().components().count());
     Ok(ops)
+}
+
+/// The system entries (the first `n` ops, read-only binds) that are links into a directory
+/// bound read-only at its own path (merged /usr: `/bin` -> `usr/bin`; `/etc/localtime` ->
+/// `/usr/share/zoneinfo/...`) become that link ([`Op::Symlink`]): the same file, without a
+/// mount, which costs pid 1 a mount at start and the kernel a teardown at the end. Not when an
+/// op mounts below the entry: a mount point is never reached through a link.
+fn system_links(ops: &mut [Op], n: usize) {
+    // Paths bound read-only at their own path, always (not a toolchain's optional bind); one
+    // that a resolved, existing path lies strictly under is a directory.
+    let dirs: Vec<PathBuf> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Bind {
+                src,
+                dst,
+                ro: true,
+                optional: false,
+            } if src == dst => Some(dst.clone()),
+            _ => None,
+        })
+        .collect();
+    let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
+    for op in ops.iter_mut().take(n) {
+        let Op::Bind { src, dst, .. } = op else {
+            continue;
+        };
+        if src == dst {
+            continue;
+        }
+        let inside = dirs.iter().any(|d| src.starts_with(d) && src != d);
+        let below = dsts.iter().any(|d| d.starts_with(&*dst) && d != dst);
+        if inside && !below {
+            *op = Op::Symlink {
+                target: src.clone(),
+                dst: dst.clone(),
+            };
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,6 +372,12 @@ pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepEr
 /// Build the new root from `ops` and switch into it. Runs in pid 1 of the sandbox, in the
 /// mount namespace stage 2 made (`/` private, so nothing here reaches the host's tree) and
 /// prepared ([`scratch`]).
+///
+/// In two parts, so that one `mount_setattr` makes most of it read-only: first what is
+/// read-only and has nothing mounted above it (the system binds, the links of
+/// [`Op::Symlink`]), with the mount points of the rest that lie on the root tmpfs; then the
+/// root tmpfs and those binds are made read-only, nosuid and nodev at once, recursively; then
+/// the rest in order (each read-only bind among it made so on its own).
 pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     let none: Option<&str> = None;
     // 1. Onto the scratch tmpfs, so the host's tree stays reachable under /oldroot.
@@ -328,7 +385,7 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
         .map_err(err(Step::PivotRoot))?;
     nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
 
-    // 2. The new root itself: a small tmpfs that only holds mount points.
+    // 2. The new root itself: a small tmpfs for mount points and links.
     mount(
         Some("tmpfs"),
         NEW,
@@ -337,50 +394,269 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
         Some("mode=0755"),
     )
     .map_err(err(Step::MountRoot))?;
-    for (n, op) in ops.iter().enumerate() {
-        apply(op, n).map_err(|e| e.at(n))?;
+    let mut b = Build::new()?;
+    let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
+    let places = Places::new(ops, &dsts);
+    // A link with a mount planned below it (added after `plan`) is bound instead: a mount
+    // point is never reached through a link.
+    let ops: Vec<Op> = ops
+        .iter()
+        .zip(&dsts)
+        .map(|(op, at)| match op {
+            Op::Symlink { target, dst } if places.below.contains(at.as_path()) => Op::Bind {
+                src: target.clone(),
+                dst: dst.clone(),
+                ro: true,
+                optional: false,
+            },
+            op => op.clone(),
+        })
+        .collect();
+    let ops = ops.as_slice();
+    let first = first_part(ops, &dsts, &places);
+    for (n, op) in ops.iter().enumerate().filter(|(n, _)| first[*n]) {
+        apply(op, n, &mut b, true).map_err(|e| e.at(n))?;
     }
+    for (n, op) in ops.iter().enumerate().filter(|(n, _)| !first[*n]) {
+        if !places.above(&dsts[n]) {
+            early_mount_point(op).map_err(|e| e.at(n))?;
+        }
+    }
+    let sealed = b.seal()?;
+    for (n, op) in ops.iter().enumerate().filter(|(n, _)| !first[*n]) {
+        apply(op, n, &mut b, false).map_err(|e| e.at(n))?;
+    }
+    drop(b);
 
     // 3. Into the new root; the scratch tmpfs and the host's tree are detached.
     nix::unistd::chdir(NEW).map_err(err(Step::Chdir))?;
     nix::unistd::pivot_root(".", ".").map_err(err(Step::PivotRoot))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(err(Step::PivotRoot))?;
     nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
-    // The root tmpfs holds only mount points: nothing may be created there.
-    mount(
-        none,
-        "/",
-        none,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV,
-        none,
-    )
-    .map_err(err(Step::MountRemountRo))?;
+    // The root tmpfs: nothing may be created or changed there. Already so when sealed.
+    if !sealed {
+        mount(
+            none,
+            "/",
+            none,
+            MsFlags::MS_REMOUNT
+                | MsFlags::MS_BIND
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV,
+            none,
+        )
+        .map_err(err(Step::MountRemountRo))?;
+    }
     nix::unistd::chdir(cwd).map_err(err(Step::Chdir))?;
     Ok(())
+}
+
+/// Where the ops of [`build_root`] mount, for the questions it asks of each (a hash lookup per
+/// ancestor, not a comparison with every other op).
+struct Places<'a> {
+    /// Each place: how many ops mount there, and whether all of them are read-only.
+    at: std::collections::HashMap<&'a Path, (usize, bool)>,
+    /// Every place with an op strictly below it.
+    below: std::collections::HashSet<&'a Path>,
+}
+
+impl<'a> Places<'a> {
+    fn new(ops: &[Op], dsts: &'a [PathBuf]) -> Places<'a> {
+        let mut at = std::collections::HashMap::new();
+        let mut below = std::collections::HashSet::new();
+        for (op, d) in ops.iter().zip(dsts) {
+            let e = at.entry(d.as_path()).or_insert((0, true));
+            e.0 += 1;
+            e.1 &= read_only(op);
+            below.extend(d.ancestors().skip(1));
+        }
+        Places { at, below }
+    }
+
+    /// Whether an op mounts strictly above `dst` (at one of its ancestors).
+    fn above(&self, dst: &Path) -> bool {
+        dst.ancestors().skip(1).any(|a| self.at.contains_key(a))
+    }
+}
+
+/// A read-only bind or a link: what [`Build::seal`] makes read-only with the root.
+fn read_only(op: &Op) -> bool {
+    matches!(op, Op::Bind { ro: true, .. } | Op::Symlink { .. })
+}
+
+/// Which ops go in the first part of [`build_root`]: read-only ones (a read-only bind, a link)
+/// with no other op above their place, nor at it but read-only ones.
+fn first_part(ops: &[Op], dsts: &[PathBuf], places: &Places) -> Vec<bool> {
+    ops.iter()
+        .zip(dsts)
+        .map(|(op, d)| {
+            read_only(op)
+                && !places.above(d)
+                && places
+                    .at
+                    .get(d.as_path())
+                    .is_some_and(|&(_, all_ro)| all_ro)
+        })
+        .collect()
+}
+
+/// The mount point of an op of the second part whose place is on the root tmpfs, made before
+/// that tmpfs is read-only.
+fn early_mount_point(op: &Op) -> Result<(), StepError> {
+    match op {
+        Op::Bind {
+            src, dst, optional, ..
+        } => {
+            let src = under(OLD, src);
+            if *optional && std::fs::metadata(&src).is_err() {
+                return Ok(());
+            }
+            mount_point(&under(NEW, dst), !src.is_dir(), Step::MountBind)
+        }
+        // It makes its own place, or is bound where another op made one.
+        Op::Symlink { .. } => Ok(()),
+        Op::RepoRo { .. } => Ok(()),
+        Op::Tmpfs { dst, .. } => mount_point(&under(NEW, dst), false, Step::MountTmpfs),
+        Op::Overlay { dst, .. } => mount_point(&under(NEW, dst), false, Step::MountOverlay),
+        Op::Proc { dst } => mount_point(&under(NEW, dst), false, Step::MountProc),
+        Op::Dev { dst, .. } => mount_point(&under(NEW, dst), false, Step::MountDev),
+        Op::GitView { dir, .. } => mount_point(&under(NEW, dir), false, Step::GitView),
+    }
+}
+
+/// What [`build_root`] keeps between ops.
+struct Build {
+    /// The device of the new root's tmpfs: links are made only on it.
+    dev: u64,
+    /// Binds of the first part, made read-only by [`Build::seal`].
+    unsealed: Vec<PathBuf>,
+    /// The directory of the new root the last link went into, opened, and whether it is on
+    /// the root tmpfs.
+    dir: Option<(PathBuf, std::os::fd::OwnedFd, bool)>,
+}
+
+impl Build {
+    fn new() -> Result<Build, StepError> {
+        let root = std::fs::metadata(NEW).map_err(io_err(Step::MountRoot))?;
+        Ok(Build {
+            dev: std::os::unix::fs::MetadataExt::dev(&root),
+            unsealed: Vec::new(),
+            dir: None,
+        })
+    }
+
+    /// The root tmpfs and the binds of the first part: read-only, nosuid, nodev, with every
+    /// mount below them, in one call. Whether the root tmpfs is read-only now (not on kernels
+    /// before 5.12, where each bind is remounted instead and the root at the end).
+    fn seal(&mut self) -> Result<bool, StepError> {
+        use crate::sys::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+        self.dir = None;
+        let attr = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        match crate::sys::mount_setattr_recursive(Path::new(NEW), attr) {
+            Ok(()) => Ok(true),
+            Err(libc::ENOSYS) => {
+                for dst in &self.unsealed {
+                    remount(dst, true)?;
+                }
+                Ok(false)
+            }
+            Err(e) => Err(StepError::new(Step::MountRemountRo, e)),
+        }
+    }
+
+    /// The directory `parent` (a path in the new root) opened, made when missing; `None` when
+    /// it cannot be made or is not on the root tmpfs.
+    fn dir_on_root(&mut self, parent: &Path) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        if self.dir.as_ref().map(|d| d.0.as_path()) != Some(parent) {
+            self.dir = None;
+            let at = under(NEW, parent);
+            std::fs::create_dir_all(&at).ok()?;
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                .open(&at)
+                .ok()?;
+            let on_root = f.metadata().ok()?.dev() == self.dev;
+            self.dir = Some((parent.to_path_buf(), f.into(), on_root));
+        }
+        match &self.dir {
+            Some((_, fd, true)) => Some(fd.as_fd()),
+            _ => None,
+        }
+    }
+}
+
+/// [`Op::Symlink`]: the link `dst` (in the new root) to `target`. `Ok(false)`, with nothing
+/// made, when `dst` cannot be made on the root tmpfs.
+fn link_in(target: &Path, dst: &Path, b: &mut Build) -> Result<bool, StepError> {
+    use std::os::fd::AsRawFd;
+    let (Some(parent), Some(name)) = (dst.parent(), dst.file_name()) else {
+        return Ok(false);
+    };
+    let (Ok(name), Ok(target)) = (
+        std::ffi::CString::new(name.as_bytes()),
+        std::ffi::CString::new(target.as_os_str().as_bytes()),
+    ) else {
+        return Ok(false);
+    };
+    let Some(dir) = b.dir_on_root(parent) else {
+        return Ok(false);
+    };
+    // SAFETY: symlinkat in a directory fd with NUL-terminated strings.
+    Ok(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } == 0)
 }
 
 /// Create the mount point for `dst` in the new root: a directory, or an empty file when the
 /// source is a file. Parents that already exist (inside a read-only bind) are left alone.
 fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
-    if dst.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    if let Some(parent) = dst.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err(step))?;
-    }
-    if file {
-        std::fs::File::create(dst).map(drop).map_err(io_err(step))
-    } else {
-        std::fs::create_dir(dst).map_err(io_err(step))
+    use std::os::unix::fs::OpenOptionsExt;
+    // Made directly (one call), its parents only when missing; something already there is
+    // left as it is (EEXIST comes before EROFS).
+    let make = || match file {
+        true => std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dst)
+            .map(drop),
+        false => std::fs::create_dir(dst),
+    };
+    let exists = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
+    match make() {
+        Ok(()) => Ok(()),
+        Err(e) if exists(&e) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dst.parent() {
+                std::fs::create_dir_all(parent).map_err(io_err(step))?;
+            }
+            match make() {
+                Err(e) if !exists(&e) => Err(io_err(step)(e)),
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(io_err(step)(e)),
     }
 }
 
-fn apply(op: &Op, n: usize) -> Result<(), StepError> {
+/// One op. `first`: in the first part of [`build_root`], whose binds [`Build::seal`] makes
+/// read-only later, all at once.
+fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    let bind_ro = |b: &mut Build, src: &Path, dst: &Path, ro: bool| -> Result<(), StepError> {
+        let src = under(OLD, src);
+        let dst = under(NEW, dst);
+        mount_point(&dst, !src.is_dir(), Step::MountBind)?;
+        if first && ro {
+            mount_rbind(&src, &dst)?;
+            b.unsealed.push(dst);
+            Ok(())
+        } else {
+            bind(&src, &dst, ro)
+        }
+    };
     match op {
         Op::Bind {
             src,
@@ -388,15 +664,15 @@ fn apply(op: &Op, n: usize) -> Result<(), StepError> {
             ro,
             optional,
         } => {
-            let src = under(OLD, src);
-            let dst = under(NEW, dst);
-            if *optional && std::fs::metadata(&src).is_err() {
+            if *optional && std::fs::metadata(under(OLD, src)).is_err() {
                 return Ok(());
             }
-            let file = !src.is_dir();
-            mount_point(&dst, file, Step::MountBind)?;
-            bind(&src, &dst, *ro)
+            bind_ro(b, src, dst, *ro)
         }
+        Op::Symlink { target, dst } => match link_in(target, dst, b)? {
+            true => Ok(()),
+            false => bind_ro(b, target, dst, true),
+        },
         Op::Tmpfs { dst, size, mode } => {
             let dst = under(NEW, dst);
             mount_point(&dst, false, Step::MountTmpfs)?;
@@ -575,8 +851,8 @@ fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
     Ok(())
 }
 
-/// Recursive bind, then read-only (recursively) when asked, never suid or device nodes.
-fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
+/// Recursive bind, as the source is (see [`bind`]).
+fn mount_rbind(src: &Path, dst: &Path) -> Result<(), StepError> {
     let none: Option<&str> = None;
     mount(
         Some(src),
@@ -585,30 +861,36 @@ fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
         MsFlags::MS_BIND | MsFlags::MS_REC,
         none,
     )
-    .map_err(err(Step::MountBind))?;
+    .map_err(err(Step::MountBind))
+}
+
+/// Recursive bind, then read-only (recursively) when asked, never suid or device nodes.
+fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
+    mount_rbind(src, dst)?;
     let mut attr = crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV;
     if ro {
         attr |= crate::sys::MOUNT_ATTR_RDONLY;
     }
     match crate::sys::mount_setattr_recursive(dst, attr) {
         Ok(()) => Ok(()),
-        Err(libc::ENOSYS) => {
-            // Kernels before 5.12: remount the top mount. Keep the flags the kernel locked
-            // (a user namespace may not clear them) and add ours.
-            let locked = crate::sys::mount_flags(dst)
-                .map_err(|e| StepError::new(Step::MountRemountRo, e))?;
-            let mut flags = MsFlags::MS_REMOUNT
-                | MsFlags::MS_BIND
-                | MsFlags::MS_NOSUID
-                | MsFlags::MS_NODEV
-                | locked;
-            if ro {
-                flags |= MsFlags::MS_RDONLY;
-            }
-            mount(none, dst, none, flags, none).map_err(err(Step::MountRemountRo))
-        }
+        Err(libc::ENOSYS) => remount(dst, ro),
         Err(e) => Err(StepError::new(Step::MountRemountRo, e)),
     }
+}
+
+/// Kernels before 5.12 (no mount_setattr): remount the top mount at `dst` nosuid, nodev, and
+/// read-only when asked. Keep the flags the kernel locked (a user namespace may not clear
+/// them) and add ours.
+fn remount(dst: &Path, ro: bool) -> Result<(), StepError> {
+    let none: Option<&str> = None;
+    let locked =
+        crate::sys::mount_flags(dst).map_err(|e| StepError::new(Step::MountRemountRo, e))?;
+    let mut flags =
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | locked;
+    if ro {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    mount(none, dst, none, flags, none).map_err(err(Step::MountRemountRo))
 }
 
 /// Parts of procfs that reach the kernel as a whole, not this pid namespace: read-only, as
@@ -791,5 +1073,81 @@ mod tests {
         let ov = plan(&input(repo, RepoMode::Overlay, &sys)).unwrap();
         assert!(ov.iter().any(|o| matches!(o, Op::Overlay { .. })));
         assert!(plan(&input(Path::new("/a,b"), RepoMode::Overlay, &sys)).is_err());
+    }
+
+    #[test]
+    fn links_into_a_read_only_dir_become_links() {
+        let base = std::env::temp_dir().join(format!("sbx-mounts-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("usr/bin/sub/inner")).unwrap();
+        std::fs::write(base.join("usr/bin/file"), "x").unwrap();
+        std::os::unix::fs::symlink("usr/bin", base.join("bin")).unwrap();
+        std::os::unix::fs::symlink("usr/bin/file", base.join("file")).unwrap();
+        std::os::unix::fs::symlink("usr/bin/sub", base.join("sub")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-sbx", base.join("away")).unwrap();
+        let usr = base.join("usr");
+        let link = |n: &str| base.join(n);
+        let sys = vec![
+            usr.clone(),
+            link("bin"),
+            link("file"),
+            link("sub"),
+            link("away"),
+        ];
+        // something is mounted below `sub`: it stays a bind
+        let extra = vec![base.join("sub/inner")];
+        let mut i = input(Path::new("/tmp/work/repo"), RepoMode::Rw, &sys);
+        i.extra_ro = &extra;
+        let ops = plan(&i).unwrap();
+        let find = |d: &Path| ops.iter().find(|o| o.dst() == d).cloned();
+        assert_eq!(
+            find(&link("bin")),
+            Some(Op::Symlink {
+                target: usr.join("bin"),
+                dst: link("bin")
+            })
+        );
+        assert!(
+            matches!(find(&link("file")), Some(Op::Symlink { target, .. }) if target == usr.join("bin/file"))
+        );
+        assert!(matches!(
+            find(&link("sub")),
+            Some(Op::Bind { ro: true, .. })
+        ));
+        assert!(find(&link("away")).is_none(), "a dangling link is skipped");
+        assert!(matches!(find(&usr), Some(Op::Bind { ro: true, .. })));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn the_first_part_is_read_only_and_has_nothing_above_it() {
+        let bind = |d: &str, ro| Op::Bind {
+            src: d.into(),
+            dst: d.into(),
+            ro,
+            optional: false,
+        };
+        let ops = vec![
+            bind("/usr", true),
+            Op::Symlink {
+                target: "/usr/bin".into(),
+                dst: "/bin".into(),
+            },
+            Op::Tmpfs {
+                dst: "/tmp".into(),
+                size: 1,
+                mode: 0o1777,
+            },
+            bind("/data", false),
+            bind("/data", true),
+            bind("/etc/ssl/certs", true),
+            bind("/tmp/ro", true),
+            bind("/usr/share/x", true),
+        ];
+        let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
+        assert_eq!(
+            first_part(&ops, &dsts, &Places::new(&ops, &dsts)),
+            vec![true, true, false, false, false, true, false, false]
+        );
     }
 }
