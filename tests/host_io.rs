@@ -344,7 +344,10 @@ fn a_repo_supplied_node_on_path_never_runs_on_the_host() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
     // control: the planted node does run when something executes it
-    let ran = Command::new(&node).output().unwrap();
+    let ran = spawn_retrying(Command::new(&node).stdout(Stdio::piped()))
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
     assert!(ran.status.success() && marker.exists());
     std::fs::remove_file(&marker).unwrap();
 
