@@ -27,6 +27,10 @@ impl Fail {
     }
 }
 
+/// When `main` began: `--timings` starts there (the command line, the profile and the gate come
+/// before the plan).
+pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
 pub fn run(cli: Cli) -> Result<i32, Fail> {
     if !matches!(cli.command, Command::Run(_) | Command::Validate(_)) {
         crate::supervisor::unblock_relayed();
@@ -670,7 +674,13 @@ impl Runner<'_> {
         if self.timings || self.verbose > 1 {
             eprintln!(
                 "sandbox-run: {}",
-                timings_line(planned, cgrouped, &finished, t1.elapsed(), t0.elapsed())
+                timings_line(
+                    STARTED.get().map_or(std::time::Duration::ZERO, |s| t0 - *s),
+                    planned,
+                    cgrouped,
+                    &finished,
+                    t1.elapsed()
+                )
             );
         }
         let oom_kills = finished.usage.as_ref().map_or(0, |u| u.oom_kills);
@@ -947,14 +957,15 @@ fn doctor(json: bool, requirements_md: bool) -> i32 {
 
 /// `--timings`: each setup step's own duration, then the whole.
 fn timings_line(
+    before: std::time::Duration,
     plan: std::time::Duration,
     cgroup: std::time::Duration,
     f: &crate::supervisor::Finished,
     teardown: std::time::Duration,
-    total: std::time::Duration,
 ) -> String {
     let ms = |d: std::time::Duration| format!("{:.2}ms", d.as_secs_f64() * 1000.0);
     let mut parts = vec![
+        format!("command line, profile, gate {}", ms(before)),
         format!("plan {}", ms(plan)),
         format!("cgroup {}", ms(cgroup)),
     ];
@@ -976,5 +987,6 @@ fn timings_line(
         ms(f.spawned_to_end.saturating_sub(last))
     ));
     parts.push(format!("cgroup removal {}", ms(teardown)));
+    let total = before + plan + cgroup + f.spawned_to_end + teardown;
     format!("timings: {}; total {}", parts.join(", "), ms(total))
 }

@@ -3,6 +3,7 @@ use sandbox_run::app::{self, EXIT_SANDBOX_ERROR};
 use sandbox_run::cli::Cli;
 
 fn main() {
+    let _ = sandbox_run::app::STARTED.set(std::time::Instant::now());
     // The re-executed stage 2 of a run: nothing else happens in that process.
     if std::env::args_os()
         .nth(1)
