@@ -66,7 +66,7 @@ impl DiskFact {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Phase {
-    /// Stage 2 has read its plan (the exec of /proc/self/exe is behind it).
+    /// Stage 2 runs: a fork of the supervisor, or a re-exec that has read its plan.
     Stage2 = 1,
     /// The seccomp filters are compiled.
     SeccompCompiled,

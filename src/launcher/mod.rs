@@ -5,7 +5,7 @@
 //! parsed again (issue 14: the re-exec of the 3.5 MB binary and the plan's round trip through
 //! JSON were 1 ms of an 11 ms run). A fork is only safe from a single-threaded process (after
 //! a fork the child may not take a lock another thread held), so the supervisor forks only when
-//! it has no other thread, which is always the case for a lone run: its threads (the proxy,
+//! it has no other thread, which is always the case for a lone run: its threads (the proxy's,
 //! the `--stdin` copier) start after stage 2 does. When a thread of an earlier run is still
 //! there (a gene's later command), stage 2 is a re-exec of `/proc/self/exe` as before, with the
 //! plan as JSON on stdin. Either way stage 2 is single-threaded from its first instruction, so
@@ -13,7 +13,9 @@
 //!
 //! Stage 2's fds: 0 a pipe from the supervisor (the plan's length, u64 little-endian, and the
 //! plan as JSON when re-exec'd; then one [`JOINED`] byte once the supervisor has moved stage 2
-//! into the cgroup leaf, sent at once when the run has no cgroup; then `--stdin`'s data), 1 and
+//! into the cgroup leaf, sent at once when the run has no cgroup, when stage 2 moves itself
+//! (cgroup v1 as root) or when it was born in the leaf (cgroup v2: `clone3` with
+//! `CLONE_INTO_CGROUP`); then `--stdin`'s data), 1 and
 //! 2 the command's output (pipes when the supervisor captures), 3 the record channel. Stage 2
 //! prepares what it can before the byte (seccomp, namespaces), and waits for it before it
 //! unshares its cgroup namespace or forks.

@@ -1,7 +1,7 @@
 //! Stage 2: THE function that applies the layers, in order.
 //!
 //! ```text
-//! stage 2 (fresh exec, single-threaded)   setsid, close fds -> namespaces, user, per-user
+//! stage 2 (a fork, single-threaded)       setsid, close fds -> namespaces, user, per-user
 //!                                          limits -> (in the cgroup leaf)
 //!                                          cgroup namespace -> fork
 //!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
@@ -177,7 +177,8 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
             .put_back(disk)
             .map_err(|e| StepError::new(Step::CopyBack, e))?;
     }
-    // SAFETY: stage 2 is single-threaded (a fresh exec that started no threads).
+    // SAFETY: stage 2 is single-threaded (a fork of a single-threaded supervisor, or a fresh
+    // exec, that started no threads).
     match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
         nix::unistd::ForkResult::Child => {
             // The workload must never hold a writable fd of a real git dir or repo.
