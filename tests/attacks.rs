@@ -960,14 +960,6 @@ fn tiocsti_on_an_inherited_terminal_is_denied() {
 // ---------------------------------------------------------------------------------------------
 // Process state: capabilities, no_new_privs, seccomp mode, fds, stdin, environment.
 
-fn status_field<'a>(lines: &'a [String], key: &str) -> Option<&'a str> {
-    lines.iter().find_map(|l| {
-        l.strip_prefix(key)
-            .and_then(|r| r.strip_prefix(':'))
-            .map(str::trim)
-    })
-}
-
 /// Signal dispositions the caller ignored (`nohup`, a shell's background job) do not reach the
 /// workload: an ignored disposition survives exec, so the sandbox resets every signal, the last
 /// real-time one (SIGRTMAX) included. Control: the host probe, started the same way, still

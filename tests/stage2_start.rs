@@ -19,14 +19,6 @@ const STARTS: [(Option<&str>, &str); 2] = [(None, "(fork)"), (Some("exec"), "(re
 const TOKEN: &str = "ghp_sbxE2eStage2Token0123456789";
 const FD: i32 = 61;
 
-fn field<'a>(lines: &'a [String], key: &str) -> Option<&'a str> {
-    lines.iter().find_map(|l| {
-        l.strip_prefix(key)
-            .and_then(|r| r.strip_prefix(':'))
-            .map(str::trim)
-    })
-}
-
 #[test]
 fn both_starts_give_the_same_sandbox() {
     if !sandbox_works() {
@@ -69,14 +61,22 @@ fn both_starts_give_the_same_sandbox() {
         }
         for k in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
             assert_eq!(
-                field(&r.lines, k),
+                status_field(&r.lines, k),
                 Some("0000000000000000"),
                 "{label} {k}:\n{r}"
             );
         }
-        assert_eq!(field(&r.lines, "NoNewPrivs"), Some("1"), "{label}:\n{r}");
+        assert_eq!(
+            status_field(&r.lines, "NoNewPrivs"),
+            Some("1"),
+            "{label}:\n{r}"
+        );
         if need_seccomp() {
-            assert_eq!(field(&r.lines, "Seccomp"), Some("2"), "{label}:\n{r}");
+            assert_eq!(
+                status_field(&r.lines, "Seccomp"),
+                Some("2"),
+                "{label}:\n{r}"
+            );
         }
 
         // The caller's leaked fd and token stay outside.

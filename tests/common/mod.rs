@@ -875,6 +875,15 @@ fn parse_outcome(rest: &str) -> Outcome {
     Outcome::Nothing(rest.to_string())
 }
 
+/// A field of the probe's `status` lines (`/proc/self/status`): `status_field(lines, "CapEff")`.
+pub fn status_field<'a>(lines: &'a [String], key: &str) -> Option<&'a str> {
+    lines.iter().find_map(|l| {
+        l.strip_prefix(key)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(str::trim)
+    })
+}
+
 /// Run the probe in a sandbox made from `profile` for `repo`.
 pub fn run_probe(profile: &Path, repo: &Path, opts: &[&str], args: &[&str]) -> ProbeRun {
     run_probe_with(profile, repo, opts, args, |_| {})
