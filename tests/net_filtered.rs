@@ -645,6 +645,24 @@ fn modes_on_the_command_line() {
     assert!(r.assert_ok().contains("localhost,127.0.0.1,::1"), "{r}");
 }
 
+/// What [`run_with_hosts`] needs: curl, root (to bind over /etc/hosts) and `unshare`, whose
+/// path it returns; `None` after saying which one is missing.
+fn hosts_ready() -> Option<PathBuf> {
+    ready("curl")?;
+    if !is_root() {
+        skip(
+            "root",
+            "binding over /etc/hosts in a mount namespace of the test needs root",
+        );
+        return None;
+    }
+    let unshare = which("unshare");
+    if unshare.is_none() {
+        skip_tool("unshare is not installed");
+    }
+    unshare
+}
+
 /// `curl -sS URL` in a sandbox run with OPTS, inside a mount namespace of the test where
 /// HOSTS is bound over /etc/hosts (root only): names resolve as the test says, on the host
 /// side too, where the proxy resolves them.
@@ -697,18 +715,7 @@ fn run_with_hosts(
 #[test]
 fn a_name_resolving_to_the_hosts_own_network_is_refused() {
     use sandbox_run::net::allow::{host_networks, special};
-    if ready("curl").is_none() {
-        return;
-    }
-    if !is_root() {
-        skip(
-            "root",
-            "binding over /etc/hosts in a mount namespace of the test needs root",
-        );
-        return;
-    }
-    let Some(unshare) = which("unshare") else {
-        skip_tool("unshare is not installed");
+    let Some(unshare) = hosts_ready() else {
         return;
     };
     let Some(own) = host_networks()
@@ -783,18 +790,7 @@ fn a_name_resolving_to_the_hosts_own_network_is_refused() {
 /// that resolves to the stub's address, listed as a literal, reaches the stub.
 #[test]
 fn a_name_resolving_to_cloud_metadata_is_refused() {
-    if ready("curl").is_none() {
-        return;
-    }
-    if !is_root() {
-        skip(
-            "root",
-            "binding over /etc/hosts in a mount namespace of the test needs root",
-        );
-        return;
-    }
-    let Some(unshare) = which("unshare") else {
-        skip_tool("unshare is not installed");
+    let Some(unshare) = hosts_ready() else {
         return;
     };
     let f = Fixture::new("net-metadata");
