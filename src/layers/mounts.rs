@@ -612,16 +612,20 @@ fn link_in(target: &Path, dst: &Path, b: &mut Build) -> Result<bool, StepError> 
 /// Create the mount point for `dst` in the new root: a directory, or an empty file when the
 /// source is a file. Parents that already exist (inside a read-only bind) are left alone.
 fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
-    use std::os::unix::fs::OpenOptionsExt;
     // Made directly (one call), its parents only when missing; something already there is
     // left as it is (EEXIST comes before EROFS).
     let make = || match file {
-        true => std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dst)
-            .map(drop),
+        // An empty file, in one call and with no file opened (nor closed: a close defers its
+        // release to the task's return); a link already there is EEXIST, not followed.
+        true => {
+            let c = std::ffi::CString::new(dst.as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: mknod of a regular file at a NUL-terminated path.
+            match unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o644, 0) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        }
         false => std::fs::create_dir(dst),
     };
     let exists = |e: &std::io::Error| e.kind() == std::io::ErrorKind::AlreadyExists;
@@ -867,6 +871,11 @@ fn mount_rbind(src: &Path, dst: &Path) -> Result<(), StepError> {
 /// Recursive bind, then read-only (recursively) when asked, never suid or device nodes.
 fn bind(src: &Path, dst: &Path, ro: bool) -> Result<(), StepError> {
     mount_rbind(src, dst)?;
+    seal_one(dst, ro)
+}
+
+/// The bind at `dst` and every mount below it: nosuid, nodev, and read-only when asked.
+fn seal_one(dst: &Path, ro: bool) -> Result<(), StepError> {
     let mut attr = crate::sys::MOUNT_ATTR_NOSUID | crate::sys::MOUNT_ATTR_NODEV;
     if ro {
         attr |= crate::sys::MOUNT_ATTR_RDONLY;
@@ -923,40 +932,54 @@ pub const PROC_MASKED: &[&str] = &[
     "asound",
 ];
 
+/// The directories among [`PROC_MASKED`].
+const PROC_MASKED_DIRS: &[&str] = &["acpi", "scsi", "asound"];
+
 fn build_proc(dst: &Path) -> Result<(), StepError> {
     mount_point(dst, false, Step::MountProc)?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), dst, Some("proc"), flags, None::<&str>).map_err(err(Step::MountProc))?;
+    // Each entry is mounted over as it is, without a stat first: an entry this kernel lacks
+    // fails the mount's own lookup (ENOENT) and is skipped.
     for name in PROC_READ_ONLY {
         let p = dst.join(name);
-        if p.symlink_metadata().is_ok() {
-            bind(&p, &p, true)?;
+        match mount_rbind(&p, &p) {
+            Err(e) if e.errno == libc::ENOENT => continue,
+            r => r?,
         }
+        seal_one(&p, true)?;
     }
     let null = Path::new(OLD).join("dev/null");
     for name in PROC_MASKED {
         let p = dst.join(name);
-        match p.symlink_metadata() {
-            Ok(m) if m.is_dir() => mount(
-                Some("tmpfs"),
-                &p,
-                Some("tmpfs"),
-                flags | MsFlags::MS_RDONLY,
-                Some("size=0,mode=0555"),
-            )
-            .map_err(err(Step::MountProc))?,
-            Ok(_) => mount(
-                Some(&null),
-                &p,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .map_err(err(Step::MountProc))?,
-            Err(_) => {}
+        // A directory gets the empty tmpfs, a file /dev/null; an entry of the other kind than
+        // expected fails with ENOTDIR and gets the other.
+        let dir = PROC_MASKED_DIRS.contains(name);
+        match mask(&p, dir, &null) {
+            Ok(()) | Err(nix::Error::ENOENT) => {}
+            Err(nix::Error::ENOTDIR) => mask(&p, !dir, &null).map_err(err(Step::MountProc))?,
+            Err(e) => return Err(err(Step::MountProc)(e)),
         }
     }
     Ok(())
+}
+
+/// A procfs entry hidden: a directory behind an empty read-only tmpfs, a file behind
+/// `/dev/null` (`null`).
+fn mask(p: &Path, dir: bool, null: &Path) -> nix::Result<()> {
+    let none = None::<&str>;
+    if dir {
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        mount(
+            Some("tmpfs"),
+            p,
+            Some("tmpfs"),
+            flags | MsFlags::MS_RDONLY,
+            Some("size=0,mode=0555"),
+        )
+    } else {
+        mount(Some(null), p, none, MsFlags::MS_BIND, none)
+    }
 }
 
 fn build_dev(dev: &Path, pts: bool, shm_size: u64) -> Result<(), StepError> {
@@ -972,11 +995,16 @@ fn build_dev(dev: &Path, pts: bool, shm_size: u64) -> Result<(), StepError> {
     .map_err(err(Step::MountDev))?;
     for name in DEVICES {
         let host = Path::new(OLD).join("dev").join(name);
-        if host.exists() {
-            let node = dev.join(name);
-            mount_point(&node, true, Step::MountDev)?;
-            let none: Option<&str> = None;
-            mount(Some(&host), &node, none, MsFlags::MS_BIND, none).map_err(err(Step::MountDev))?;
+        let node = dev.join(name);
+        mount_point(&node, true, Step::MountDev)?;
+        let none: Option<&str> = None;
+        // No stat first: a node the host lacks fails the bind (ENOENT), and its mount point
+        // goes again.
+        match mount(Some(&host), &node, none, MsFlags::MS_BIND, none) {
+            Err(nix::Error::ENOENT) => {
+                std::fs::remove_file(&node).map_err(io_err(Step::MountDev))?
+            }
+            r => r.map_err(err(Step::MountDev))?,
         }
     }
     let link = |target: &str, name: &str| {
