@@ -329,7 +329,9 @@ const DISK: &str = "/ovl/disk";
 /// Where the kept overlay is mounted in the scratch root (and bound from into the new root).
 const MERGED: &str = "/ovl/merged";
 
-/// The scratch tmpfs [`build_root`] pivots onto, and, for a kept overlay, the run's disk layer:
+/// The scratch tmpfs [`build_root`] pivots onto, whose `/newroot` becomes the new root (bound
+/// onto itself: mount points and links only, 1 MiB leaves room for long link targets), and,
+/// for a kept overlay, the run's disk layer:
 /// a tmpfs of `disk` bytes (and a file per 4 KiB) in it. Made by stage 2 before it forks
 /// pid 1, in the mount namespace they share, so that stage 2 keeps the disk layer (the fd
 /// returned) once pid 1's pivots have detached the scratch root, and copies it back.
@@ -339,7 +341,7 @@ pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepEr
         BASE,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755,size=64k"),
+        Some("mode=0755,size=1m"),
     )
     .map_err(err(Step::MountRoot))?;
     for d in ["oldroot", "newroot", "ovl"] {
@@ -385,15 +387,10 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
         .map_err(err(Step::PivotRoot))?;
     nix::unistd::chdir("/").map_err(err(Step::Chdir))?;
 
-    // 2. The new root itself: a small tmpfs for mount points and links.
-    mount(
-        Some("tmpfs"),
-        NEW,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(err(Step::MountRoot))?;
+    // 2. The new root itself, for mount points and links: its directory on the scratch tmpfs
+    //    bound onto itself, as bubblewrap does (a mount of its own, sealed apart from the
+    //    scratch root; one tmpfs less to make and to tear down).
+    mount(Some(NEW), NEW, none, MsFlags::MS_BIND, none).map_err(err(Step::MountRoot))?;
     let mut b = Build::new()?;
     let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
     let places = Places::new(ops, &dsts);
