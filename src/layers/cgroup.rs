@@ -716,6 +716,14 @@ impl Host {
         self.version
     }
 
+    /// cgroup v1 as root: stage 2 moves itself into the leaf through its `tasks` files
+    /// ([`join_self`], [`Leaf::self_join_files`]), so the leaf may be made after stage 2 has
+    /// started, beside its namespace setup. Otherwise the leaf comes first (v2: stage 2 is born
+    /// in it; a v1 subtree delegated to a user: the supervisor moves stage 2).
+    pub fn self_join(&self) -> bool {
+        self.version == Version::V1 && euid() == 0
+    }
+
     /// How leaf names begin (`run-` under the `sandbox-run` parent as root on v2, else
     /// `sandbox-run-`); the rest is `<pid of sandbox-run>-<n>`.
     pub fn leaf_prefix(&self) -> &str {
@@ -953,9 +961,12 @@ impl Host {
     }
 }
 
-/// Child side (stage 2, cgroup v1, as root, single-threaded, first thing after reading its
-/// plan, before it changes user): move the calling process into the leaf by writing `0` into each `tasks` file of
-/// [`Leaf::self_join_files`].
+/// Child side (stage 2, cgroup v1, as root, single-threaded): move the calling process into
+/// the leaf by writing `0` into each `tasks` file of [`Leaf::self_join_files`]. Stage 2 does
+/// it while it is still uid 0 on the host (opening a `tasks` file needs it: the files are
+/// root's, mode 0644; the kernel then checks the opener's euid), and before it forks
+/// anything: right after its namespaces when it stays uid 0 there (a root-owned repo), else
+/// before them (see `stage2::run`).
 ///
 /// Why not the supervisor writing stage 2's pid into `cgroup.procs`, as on v2: any write of a
 /// pid, or of `0` to `cgroup.procs`, takes the global `cgroup_threadgroup_rwsem` for writing,
