@@ -613,21 +613,15 @@ impl Runner<'_> {
         }
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
-        // Where the leaf goes, looked at now: on cgroup v2 stage 2 is born in its leaf, which
-        // must exist before the fork. On v1 as root stage 2 moves itself in, so the leaf is made
+        // On cgroup v2 stage 2 is born in its leaf, which must exist before the fork. On v1 as
+        // root stage 2 moves itself in, so the leaf is made (and the host's cgroups looked at)
         // after the fork, beside stage 2's namespace setup (`supervisor::run` calls `make`).
-        let host_cgroup = crate::layers::cgroup::Host::detect();
-        let late = matches!(&host_cgroup, Ok(h) if h.self_join());
+        let late = nix::unistd::geteuid().is_root() && crate::layers::cgroup::Host::v1_only();
         let mut leaf = None;
         if !late {
-            leaf = self
-                .cgroup_or_degraded(
-                    host_cgroup
-                        .as_ref()
-                        .map_err(Clone::clone)
-                        .and_then(|h| self.cgroup_leaf(h, &limits)),
-                )
-                .map_err(Fail::usage)?;
+            let made =
+                crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
+            leaf = self.cgroup_or_degraded(made).map_err(Fail::usage)?;
             if leaf.is_none() {
                 plan.degraded.push("cgroup".into());
             }
@@ -647,8 +641,9 @@ impl Runner<'_> {
             self.warn_degraded(d);
         }
         let mut make = || {
-            let host = host_cgroup.as_ref().map_err(|e| e.to_string())?;
-            let made = self.cgroup_or_degraded(self.cgroup_leaf(host, &limits))?;
+            let made =
+                crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
+            let made = self.cgroup_or_degraded(made)?;
             if self.verbose > 0 {
                 self.say_cgroup(made.as_ref(), &limits);
             }

@@ -325,6 +325,13 @@ pub fn run(
             if let Some(mask) = &mask {
                 restore_cpus(mask);
             }
+            // A leaf stage 2 cannot move itself into (not v1 after all): moved by us.
+            let made = made.and_then(|made| match &made {
+                Some(l) if l.self_join_files().is_empty() => {
+                    l.add(child.pid).map(|()| made).map_err(|e| e.to_string())
+                }
+                _ => Ok(made),
+            });
             match made {
                 Ok(made) => *leaf = made,
                 Err(e) => {

@@ -430,6 +430,15 @@ fn parse_proc_cgroup(text: &str) -> Vec<Membership> {
         .collect()
 }
 
+/// [`Host::v1_only`] on a text of `/proc/self/cgroup`.
+fn v1_only_in(proc_self_cgroup: &str) -> bool {
+    let own = parse_proc_cgroup(proc_self_cgroup);
+    NEEDED.iter().all(|c| {
+        own.iter()
+            .any(|m| m.id != 0 && m.controllers.iter().any(|x| x == c))
+    })
+}
+
 /// `path` (a cgroup path as in /proc/self/cgroup) relative to a mount of the group `root`;
 /// `None` when it lies outside that mount.
 fn relative(path: &str, root: &str) -> Option<PathBuf> {
@@ -630,6 +639,16 @@ impl Host {
             ..e
         })?;
         Host::detect_from(&mountinfo, &cgroup, euid())
+    }
+
+    /// Whether a leaf for this process can only be a cgroup v1 one, from `/proc/self/cgroup`
+    /// alone (one small read; [`Host::detect`] also reads and parses `/proc/self/mountinfo`,
+    /// ~0.1 ms): memory, cpu and pids are each bound to a v1 hierarchy, and a controller is
+    /// bound to one hierarchy at a time, so cgroup v2 cannot offer them. Then, as root, stage 2
+    /// moves itself in ([`Host::self_join`]) and the full detection may wait until stage 2
+    /// has started. `false` when unsure.
+    pub fn v1_only() -> bool {
+        read_text(Path::new("/proc/self/cgroup")).is_ok_and(|t| v1_only_in(&t))
     }
 
     /// [`Host::detect`] on given texts of `/proc/self/mountinfo` and `/proc/self/cgroup` for
@@ -1826,6 +1845,18 @@ mod tests {
         assert_eq!(m.len(), 1, "{m:?}");
         assert_eq!(unescape("/a\\040b\\134c"), "/a b\\c");
         assert_eq!(unescape("\\04"), "\\04");
+    }
+
+    #[test]
+    fn v1_only_when_the_needed_controllers_are_on_v1() {
+        let hybrid = "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:cpu:/\n5:memory:/x\n0::/\n";
+        assert!(v1_only_in(hybrid));
+        // cpu co-mounted with cpuacct counts
+        assert!(v1_only_in("3:cpu,cpuacct:/\n2:memory:/\n1:pids:/\n0::/\n"));
+        // pure v2, or pids left to v2: not sure
+        assert!(!v1_only_in("0::/user.slice\n"));
+        assert!(!v1_only_in("6:cpu:/\n5:memory:/\n0::/\n"));
+        assert!(!v1_only_in(""));
     }
 
     #[test]
