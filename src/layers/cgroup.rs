@@ -3,7 +3,9 @@
 //! **Supervisor side only.** Nothing here runs in the sandboxed child. The supervisor creates
 //! and limits one leaf per run *before* the workload runs any code of its own, moves stage 2
 //! in with [`Leaf::add`] while stage 2 is still held (or has it born inside with
-//! `clone3(CLONE_INTO_CGROUP)` and [`Leaf::open_v2`]), and after the run kills whatever is left
+//! `clone3(CLONE_INTO_CGROUP)` and [`Leaf::open_v2`]; on cgroup v1 as root stage 2 moves itself
+//! with [`join_self`] once the supervisor, which made the leaf meanwhile, says it is ready),
+//! and after the run kills whatever is left
 //! ([`Leaf::kill`]), reads the usage ([`Leaf::usage`]) and removes the leaf ([`Leaf::remove`]).
 //! A [`Leaf`] that is dropped without `remove` kills and removes itself, so no error path
 //! leaves a process or a directory behind.
