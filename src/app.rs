@@ -613,52 +613,54 @@ impl Runner<'_> {
         }
         let planned = t0.elapsed();
         let limits = self.cgroup_limits();
-        let leaf = match self.cgroup_leaf(&limits) {
-            Ok(leaf) => Some(leaf),
-            Err(e) => match self.profile.layers.cgroup {
-                Requirement::Required => {
-                    let facts = crate::advice::Facts::probe();
-                    return Err(Fail::usage(crate::advice::cgroup_refusal(
-                        &e,
-                        self.profile,
-                        &facts,
-                    )));
-                }
-                Requirement::BestEffort => {
-                    tracing::debug!("{e}");
-                    plan.degraded.push("cgroup".into());
-                    None
-                }
-            },
-        };
-        if let Some(leaf) = &leaf {
-            plan.cgroup_join = leaf.self_join_files();
+        // On cgroup v2 stage 2 is born in its leaf, which must exist before the fork. On v1 as
+        // root stage 2 moves itself in, so the leaf is made (and the host's cgroups looked at)
+        // after the fork, beside stage 2's namespace setup (`supervisor::run` calls `make`).
+        let late = nix::unistd::geteuid().is_root() && crate::layers::cgroup::Host::v1_only();
+        let mut leaf = None;
+        if !late {
+            let made =
+                crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
+            leaf = self.cgroup_or_degraded(made).map_err(Fail::usage)?;
+            if leaf.is_none() {
+                plan.degraded.push("cgroup".into());
+            }
         }
+        plan.cgroup_self_join = late;
         let cgrouped = t0.elapsed() - planned;
         // (after the measurement: printing is not the cgroup's time)
         if self.verbose > 0 {
             for line in crate::explain::plan_lines(&plan, crate::layers::landlock::kernel_abi()) {
                 eprintln!("sandbox-run: {line}");
             }
-            match &leaf {
-                Some(l) => eprintln!(
-                    "sandbox-run: cgroup v{}: memory {}, cpus {}, pids {}",
-                    l.version().number(),
-                    crate::units::Size(limits.memory_max),
-                    limits.cpus,
-                    limits.pids_max
-                ),
-                None => eprintln!("sandbox-run: cgroup: none (degraded)"),
+            if !late {
+                self.say_cgroup(leaf.as_ref(), &limits);
             }
         }
         for d in &plan.degraded {
-            tracing::warn!(
-                "degraded: running without the {d} layer (profile {} marks it best-effort)",
-                self.profile.name
-            );
+            self.warn_degraded(d);
         }
+        let mut make = || {
+            let made =
+                crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
+            let made = self.cgroup_or_degraded(made)?;
+            if self.verbose > 0 {
+                self.say_cgroup(made.as_ref(), &limits);
+            }
+            if made.is_none() {
+                self.warn_degraded("cgroup");
+            }
+            Ok(made)
+        };
+        let make: Option<crate::supervisor::MakeLeaf> = match late {
+            true => Some(&mut make),
+            false => None,
+        };
         let finished =
-            crate::supervisor::run(&plan, &self.options, leaf.as_ref()).map_err(Fail::usage)?;
+            crate::supervisor::run(&plan, &self.options, &mut leaf, make).map_err(Fail::usage)?;
+        if late && leaf.is_none() {
+            plan.degraded.push("cgroup".into());
+        }
         let cgroup = leaf.as_ref().map(|l| report::CgroupInForce {
             version: l.version().number(),
             memory_max: limits.memory_max,
@@ -732,17 +734,63 @@ impl Runner<'_> {
         }
     }
 
-    /// This run's cgroup leaf, limited before anything runs in it. Leaves of earlier runs
-    /// whose sandbox-run was killed are removed first.
+    /// This run's cgroup leaf on `host`, limited before anything runs in it. Leaves of earlier
+    /// runs whose sandbox-run was killed are removed first.
     fn cgroup_leaf(
         &self,
+        host: &crate::layers::cgroup::Host,
         limits: &crate::layers::cgroup::Limits,
     ) -> Result<crate::layers::cgroup::Leaf, crate::layers::cgroup::Error> {
-        let host = crate::layers::cgroup::Host::detect()?;
         if let Err(e) = host.remove_stale() {
             tracing::warn!("{e}");
         }
         host.create_leaf(limits)
+    }
+
+    /// The leaf, or what its absence means for this profile: a refusal (the line to print,
+    /// exit 125) when the layer is required, `None` (run degraded) when best-effort.
+    fn cgroup_or_degraded(
+        &self,
+        r: Result<crate::layers::cgroup::Leaf, crate::layers::cgroup::Error>,
+    ) -> Result<Option<crate::layers::cgroup::Leaf>, String> {
+        match r {
+            Ok(leaf) => Ok(Some(leaf)),
+            Err(e) => match self.profile.layers.cgroup {
+                Requirement::Required => {
+                    let facts = crate::advice::Facts::probe();
+                    Err(crate::advice::cgroup_refusal(&e, self.profile, &facts))
+                }
+                Requirement::BestEffort => {
+                    tracing::debug!("{e}");
+                    Ok(None)
+                }
+            },
+        }
+    }
+
+    /// `-v`: the cgroup in force.
+    fn say_cgroup(
+        &self,
+        leaf: Option<&crate::layers::cgroup::Leaf>,
+        limits: &crate::layers::cgroup::Limits,
+    ) {
+        match leaf {
+            Some(l) => eprintln!(
+                "sandbox-run: cgroup v{}: memory {}, cpus {}, pids {}",
+                l.version().number(),
+                crate::units::Size(limits.memory_max),
+                limits.cpus,
+                limits.pids_max
+            ),
+            None => eprintln!("sandbox-run: cgroup: none (degraded)"),
+        }
+    }
+
+    fn warn_degraded(&self, layer: &str) {
+        tracing::warn!(
+            "degraded: running without the {layer} layer (profile {} marks it best-effort)",
+            self.profile.name
+        );
     }
 }
 
@@ -967,7 +1015,15 @@ fn timings_line(
     let mut parts = vec![
         format!("command line, profile, gate {}", ms(before)),
         format!("plan {}", ms(plan)),
-        format!("cgroup {}", ms(cgroup)),
+        match f.leaf_made {
+            // Made after the fork, on the other core: not on the path the total adds up.
+            Some(beside) => format!(
+                "cgroup {} (its leaf beside stage 2 {})",
+                ms(cgroup),
+                ms(beside)
+            ),
+            None => format!("cgroup {}", ms(cgroup)),
+        },
     ];
     let mut last = std::time::Duration::ZERO;
     for (phase, at) in &f.timings {

@@ -79,10 +79,12 @@ pub struct Plan {
     /// ([`git::Found::placeholder`]); the caller removes it after the run.
     #[serde(default)]
     pub git_placeholder: Option<PathBuf>,
-    /// cgroup v1: the leaf's `tasks` files, into which stage 2 moves itself first thing
-    /// ([`crate::layers::cgroup::join_self`]). Empty otherwise (v2: the supervisor moves it).
+    /// cgroup v1 as root: stage 2 moves itself into the leaf
+    /// ([`crate::layers::cgroup::join_self`]), whose `tasks` files the supervisor sends on
+    /// stage 2's stdin once it has made the leaf, while stage 2 starts (see
+    /// [`crate::launcher`]). False otherwise (v2: born in the leaf, or moved by the supervisor).
     #[serde(default)]
-    pub cgroup_join: Vec<PathBuf>,
+    pub cgroup_self_join: bool,
     /// Repo-relative paths the copy-back leaves alone ([`Overrides::keep_paths`]).
     #[serde(default)]
     pub keep_paths: Vec<PathBuf>,
@@ -552,7 +554,7 @@ pub fn build(
         supervisor_pid: std::process::id() as i32,
         degraded,
         git_placeholder,
-        cgroup_join: Vec::new(),
+        cgroup_self_join: false,
         keep_paths: o.keep_paths.clone(),
     })
 }

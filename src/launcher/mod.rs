@@ -13,12 +13,17 @@
 //!
 //! Stage 2's fds: 0 a pipe from the supervisor (the plan's length, u64 little-endian, and the
 //! plan as JSON when re-exec'd; then one [`JOINED`] byte once the supervisor has moved stage 2
-//! into the cgroup leaf, sent at once when the run has no cgroup, when stage 2 moves itself
-//! (cgroup v1 as root) or when it was born in the leaf (cgroup v2: `clone3` with
-//! `CLONE_INTO_CGROUP`); then `--stdin`'s data), 1 and
-//! 2 the command's output (pipes when the supervisor captures), 3 the record channel. Stage 2
-//! prepares what it can before the byte (seccomp, namespaces), and waits for it before it
-//! unshares its cgroup namespace or forks.
+//! into the cgroup leaf, sent at once when the run has no cgroup or when stage 2 was born in
+//! the leaf (cgroup v2: `clone3` with `CLONE_INTO_CGROUP`); when stage 2 moves itself (cgroup
+//! v1 as root, [`Plan::cgroup_self_join`]) the byte comes once the supervisor has made and
+//! limited the leaf, with the leaf's `tasks` files ([`joined_with`]); then `--stdin`'s data),
+//! 1 and 2 the command's output (pipes when the supervisor captures), 3 the record channel.
+//! Stage 2 prepares what it can before the byte (seccomp, namespaces), and waits for it before
+//! it unshares its cgroup namespace or forks.
+//!
+//! So on cgroup v1 the supervisor makes the leaf (a directory in each of five hierarchies,
+//! the limits, the removal of stale leaves: ~0.3 ms) after the fork, on the other core, while
+//! stage 2 sets up its namespaces, instead of before it.
 
 pub mod channel;
 pub mod init;
@@ -34,6 +39,25 @@ pub const STAGE2_ARG: &str = "__sandbox-run-stage2";
 
 /// Sent on stage 2's stdin after the plan: stage 2 is now in the cgroup leaf.
 pub const JOINED: u8 = b'J';
+
+/// The [`JOINED`] message for a stage 2 that moves itself into its cgroup v1 leaf: the byte,
+/// the length of the rest (u32, little-endian), and the leaf's `tasks` files, each ended by a
+/// NUL. No file: the run has no cgroup (a best-effort layer this host could not give).
+pub fn joined_with(tasks: &[std::path::PathBuf]) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut rest = Vec::new();
+    for t in tasks {
+        rest.extend_from_slice(t.as_os_str().as_bytes());
+        rest.push(0);
+    }
+    let mut m = vec![JOINED];
+    m.extend_from_slice(&(rest.len() as u32).to_le_bytes());
+    m.extend(rest);
+    m
+}
+
+/// The largest [`joined_with`] message stage 2 accepts.
+pub const JOINED_MAX: u32 = 64 << 10;
 
 /// The largest plan stage 2 accepts (a sanity bound on the length prefix).
 pub const PLAN_MAX: u64 = 64 << 20;

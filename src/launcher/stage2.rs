@@ -116,9 +116,14 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     let mut input = stdin();
     let input = &mut *input;
     mark(Phase::Stage2);
-    // cgroup v1: into the leaf ourselves, first thing, while still root (see join_self).
-    crate::layers::cgroup::join_self(&plan.cgroup_join)?;
-    mark(Phase::CgroupSelfJoined);
+    // cgroup v1 as root: we move ourselves into the leaf the supervisor makes meanwhile, while
+    // still uid 0 on the host (see join_self): after our namespaces when we stay uid 0 there
+    // (nothing in `ns::enter` forks then), else now, before we change user or fork the map
+    // helper.
+    let join_first = plan.cgroup_self_join && plan.ids.uid != 0;
+    if join_first {
+        join_leaf(input)?;
+    }
     // The channel must not cross the workload's exec.
     // SAFETY: fcntl on our own fd number.
     unsafe { libc::fcntl(channel::FD, libc::F_SETFD, libc::FD_CLOEXEC) };
@@ -145,8 +150,13 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     die_with_parent(plan.supervisor_pid)?;
     mark(Phase::Namespaces);
     // cgroup v2: meanwhile the supervisor has been moving us into the leaf (the first move can
-    // wait for an RCU grace period). Nothing runs workload code or forks before it is done.
-    wait_joined(input)?;
+    // wait for an RCU grace period); v1: making it. Nothing runs workload code or forks
+    // before we are in it.
+    if !plan.cgroup_self_join {
+        wait_joined(input)?;
+    } else if !join_first {
+        join_leaf(input)?;
+    }
     if plan.namespaces {
         ns::enter_cgroup()?;
     }
@@ -369,6 +379,33 @@ fn wait_joined(input: &mut impl Read) -> Result<(), StepError> {
             e.raw_os_error().unwrap_or(libc::EPIPE),
         )),
     }
+}
+
+/// cgroup v1 as root: wait for the supervisor's [`super::joined_with`] message (the leaf is
+/// made and limited), then move ourselves into the leaf through its `tasks` files. No file:
+/// the run goes without a cgroup (best-effort). End of file instead means the supervisor could
+/// not make the leaf (it kills us then): never go on outside it.
+fn join_leaf(input: &mut impl Read) -> Result<(), StepError> {
+    use std::os::unix::ffi::OsStrExt;
+    wait_joined(input)?;
+    let io =
+        |e: std::io::Error| StepError::new(Step::Cgroup, e.raw_os_error().unwrap_or(libc::EPIPE));
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len).map_err(io)?;
+    let len = u32::from_le_bytes(len);
+    if len > super::JOINED_MAX {
+        return Err(StepError::new(Step::Cgroup, libc::E2BIG));
+    }
+    let mut rest = vec![0u8; len as usize];
+    input.read_exact(&mut rest).map_err(io)?;
+    let tasks: Vec<std::path::PathBuf> = rest
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| std::ffi::OsStr::from_bytes(p).into())
+        .collect();
+    crate::layers::cgroup::join_self(&tasks)?;
+    mark(Phase::CgroupSelfJoined);
+    Ok(())
 }
 
 /// SIGKILL when the supervisor dies; and if it already has, stop now.

@@ -3,7 +3,9 @@
 //! **Supervisor side only.** Nothing here runs in the sandboxed child. The supervisor creates
 //! and limits one leaf per run *before* the workload runs any code of its own, moves stage 2
 //! in with [`Leaf::add`] while stage 2 is still held (or has it born inside with
-//! `clone3(CLONE_INTO_CGROUP)` and [`Leaf::open_v2`]), and after the run kills whatever is left
+//! `clone3(CLONE_INTO_CGROUP)` and [`Leaf::open_v2`]; on cgroup v1 as root stage 2 moves itself
+//! with [`join_self`] once the supervisor, which made the leaf meanwhile, says it is ready),
+//! and after the run kills whatever is left
 //! ([`Leaf::kill`]), reads the usage ([`Leaf::usage`]) and removes the leaf ([`Leaf::remove`]).
 //! A [`Leaf`] that is dropped without `remove` kills and removes itself, so no error path
 //! leaves a process or a directory behind.
@@ -430,6 +432,15 @@ fn parse_proc_cgroup(text: &str) -> Vec<Membership> {
         .collect()
 }
 
+/// [`Host::v1_only`] on a text of `/proc/self/cgroup`.
+fn v1_only_in(proc_self_cgroup: &str) -> bool {
+    let own = parse_proc_cgroup(proc_self_cgroup);
+    NEEDED.iter().all(|c| {
+        own.iter()
+            .any(|m| m.id != 0 && m.controllers.iter().any(|x| x == c))
+    })
+}
+
 /// `path` (a cgroup path as in /proc/self/cgroup) relative to a mount of the group `root`;
 /// `None` when it lies outside that mount.
 fn relative(path: &str, root: &str) -> Option<PathBuf> {
@@ -632,6 +643,16 @@ impl Host {
         Host::detect_from(&mountinfo, &cgroup, euid())
     }
 
+    /// Whether a leaf for this process can only be a cgroup v1 one, from `/proc/self/cgroup`
+    /// alone (one small read; [`Host::detect`] also reads and parses `/proc/self/mountinfo`,
+    /// ~0.1 ms): memory, cpu and pids are each bound to a v1 hierarchy, and a controller is
+    /// bound to one hierarchy at a time, so cgroup v2 cannot offer them. Then, as root, stage 2
+    /// moves itself in ([`Host::self_join`]) and the full detection may wait until stage 2
+    /// has started. `false` when unsure.
+    pub fn v1_only() -> bool {
+        read_text(Path::new("/proc/self/cgroup")).is_ok_and(|t| v1_only_in(&t))
+    }
+
     /// [`Host::detect`] on given texts of `/proc/self/mountinfo` and `/proc/self/cgroup` for
     /// the effective uid `euid`. The mount points named in `mountinfo` are inspected on disk
     /// (`cgroup.controllers`, ownership), so tests can point them at a fake layout.
@@ -714,6 +735,14 @@ impl Host {
     /// The cgroup version in use.
     pub fn version(&self) -> Version {
         self.version
+    }
+
+    /// cgroup v1 as root: stage 2 moves itself into the leaf through its `tasks` files
+    /// ([`join_self`], [`Leaf::self_join_files`]), so the leaf may be made after stage 2 has
+    /// started, beside its namespace setup. Otherwise the leaf comes first (v2: stage 2 is born
+    /// in it; a v1 subtree delegated to a user: the supervisor moves stage 2).
+    pub fn self_join(&self) -> bool {
+        self.version == Version::V1 && euid() == 0
     }
 
     /// How leaf names begin (`run-` under the `sandbox-run` parent as root on v2, else
@@ -953,9 +982,12 @@ impl Host {
     }
 }
 
-/// Child side (stage 2, cgroup v1, as root, single-threaded, first thing after reading its
-/// plan, before it changes user): move the calling process into the leaf by writing `0` into each `tasks` file of
-/// [`Leaf::self_join_files`].
+/// Child side (stage 2, cgroup v1, as root, single-threaded): move the calling process into
+/// the leaf by writing `0` into each `tasks` file of [`Leaf::self_join_files`]. Stage 2 does
+/// it while it is still uid 0 on the host (opening a `tasks` file needs it: the files are
+/// root's, mode 0644; the kernel then checks the opener's euid), and before it forks
+/// anything: right after its namespaces when it stays uid 0 there (a root-owned repo), else
+/// before them (see `stage2::run`).
 ///
 /// Why not the supervisor writing stage 2's pid into `cgroup.procs`, as on v2: any write of a
 /// pid, or of `0` to `cgroup.procs`, takes the global `cgroup_threadgroup_rwsem` for writing,
@@ -1815,6 +1847,18 @@ mod tests {
         assert_eq!(m.len(), 1, "{m:?}");
         assert_eq!(unescape("/a\\040b\\134c"), "/a b\\c");
         assert_eq!(unescape("\\04"), "\\04");
+    }
+
+    #[test]
+    fn v1_only_when_the_needed_controllers_are_on_v1() {
+        let hybrid = "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:cpu:/\n5:memory:/x\n0::/\n";
+        assert!(v1_only_in(hybrid));
+        // cpu co-mounted with cpuacct counts
+        assert!(v1_only_in("3:cpu,cpuacct:/\n2:memory:/\n1:pids:/\n0::/\n"));
+        // pure v2, or pids left to v2: not sure
+        assert!(!v1_only_in("0::/user.slice\n"));
+        assert!(!v1_only_in("6:cpu:/\n5:memory:/\n0::/\n"));
+        assert!(!v1_only_in(""));
     }
 
     #[test]
