@@ -4,7 +4,10 @@
 //! stage 2 (a fork, single-threaded)       setsid, close fds -> namespaces, user, per-user
 //!                                          limits -> (in the cgroup leaf)
 //!                                          cgroup namespace -> fork
-//!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
+//!   net helper (while the above and pid 1  new network namespace, lo up -> to pid 1
+//!     run)
+//!   pid 1 (init)                           mounts + pivot_root -> network namespace
+//!                                          -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
 //!     workload                             setsid -> rlimits -> caps -> no_new_privs
 //!                                          -> landlock -> close fds -> signals -> seccomp -> execve
@@ -133,11 +136,13 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     };
     mark(Phase::SeccompCompiled);
 
+    // The network namespace, made meanwhile by a helper (ns::Net), is entered by pid 1.
+    let mut net = None;
     if plan.namespaces {
         // The host's limits, read before the new namespace hides them.
         let limits = ns::UserLimits::read()?;
-        let net = plan.net != crate::profile::NetMode::Host;
-        ns::enter(plan.ids, plan.root_inside, &limits, net, &plan.hostname)?;
+        let own_net = plan.net != crate::profile::NetMode::Host;
+        net = ns::enter(plan.ids, plan.root_inside, &limits, own_net, &plan.hostname)?;
     } else {
         ns::become_user(plan.ids)?;
     }
@@ -191,7 +196,8 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
                 unsafe { libc::close(fd) };
             }
             alive.child_side();
-            let code = match init::run(plan, &exec, filters.as_ref(), &alive) {
+            let net = net.map(ns::Net::pid1_half);
+            let code = match init::run(plan, &exec, filters.as_ref(), &alive, net) {
                 Ok(code) => code,
                 Err(e) => {
                     channel::send(Record::Failed(e));
@@ -202,6 +208,9 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
             unsafe { libc::_exit(code) }
         }
         nix::unistd::ForkResult::Parent { child } => {
+            if let Some(net) = net {
+                net.reap();
+            }
             let code = init::wait_forwarding(child, &forwarded);
             mark(Phase::InitEnded);
             let held = Held {
