@@ -1,10 +1,9 @@
-//! The sandbox's network namespace, made by a helper of stage 2 while the rest of the setup
-//! goes on, and entered by pid 1 (`ns::Net`): seen from the host, while a workload runs, the
-//! workload and pid 1 are in one network namespace that is not the caller's and that belongs
-//! to the sandbox's own user namespace (as when stage 2 unshared it itself), and stage 2 has no
-//! child left but pid 1 (the helper was reaped before the workload started). Under `--net
-//! host` the workload is in the caller's. When the namespace cannot be made, the run fails
-//! closed: exit 125, the step and errno named, no process left.
+//! The sandbox's network namespace, made by stage 2 once it has forked pid 1 and entered by
+//! pid 1 after it built the root (`ns::Net`): seen from the host, while a workload runs,
+//! stage 2, pid 1 and the workload are in one network namespace that is not the caller's and
+//! that belongs to the sandbox's own user namespace, and stage 2 has no child but pid 1.
+//! Under `--net host` the workload is in the caller's. When the namespace cannot be made, the
+//! run fails closed: exit 125, the step and errno named, no process left.
 
 mod common;
 
@@ -119,12 +118,12 @@ fn look(opts: &[&str], check: impl FnOnce(&Tree)) {
     }
 }
 
-/// Under `--net none` (the default): the workload's network namespace is not the caller's, pid
-/// 1 is in the same one (it entered the helper's namespace before forking the workload), the
+/// Under `--net none` (the default): the workload's network namespace is not the caller's,
+/// stage 2 and pid 1 are in the same one (pid 1 entered it before forking the workload), the
 /// namespace's owner is the workload's user namespace (the sandbox's, not the caller's), and
-/// stage 2's only child is pid 1: the helper is gone and reaped.
+/// stage 2's only child is pid 1.
 #[test]
-fn the_network_namespace_is_the_sandboxs_and_its_helper_is_gone() {
+fn the_network_namespace_is_the_sandboxs() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !sandbox_works() {
         return;
@@ -145,6 +144,11 @@ fn the_network_namespace_is_the_sandboxs_and_its_helper_is_gone() {
             "pid 1 is not in the workload's network namespace"
         );
         assert_eq!(
+            ns_id(Path::new(&format!("/proc/{}/ns/net", t.stage2))),
+            net,
+            "stage 2 is not in the workload's network namespace"
+        );
+        assert_eq!(
             net_owner(t.workload),
             user,
             "the network namespace is not owned by the sandbox's user namespace"
@@ -152,7 +156,7 @@ fn the_network_namespace_is_the_sandboxs_and_its_helper_is_gone() {
         assert_eq!(
             children(t.stage2),
             vec![t.init],
-            "stage 2 has another child than pid 1 (the network helper left behind?)"
+            "stage 2 has another child than pid 1"
         );
     });
 }
@@ -203,7 +207,7 @@ fn without_netns(c: Command) -> Command {
     w
 }
 
-/// The helper cannot make the namespace: exit 125 naming the step and the errno, and no
+/// Stage 2 cannot make the namespace: exit 125 naming the step and the errno, and no
 /// process left (this test process is the child subreaper of everything the run started, so
 /// any orphan would be its child). Control: the same wrapper with `--net host` runs.
 #[test]

@@ -90,7 +90,7 @@ pub enum Phase {
     InitEnded,
     /// Stage 2 is done (copy-back included) and exits.
     Stage2Ended,
-    /// pid 1 is in the sandbox's network namespace (made meanwhile by a helper, see
+    /// pid 1 is in the sandbox's network namespace (made meanwhile by stage 2, see
     /// `ns::Net`), and the proxy's socket made there under `--net filtered`.
     Network,
 }

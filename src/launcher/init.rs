@@ -126,8 +126,8 @@ pub fn run(
             .map_err(|e| StepError::new(Step::Home, e.raw_os_error().unwrap_or(libc::EIO)))?;
     }
     channel::mark(channel::Phase::Mounts);
-    // The network namespace its helper made while we built the root (see ns::Net); the
-    // proxy's socket is made in it.
+    // The network namespace stage 2 made while we built the root (see ns::Net); the proxy's
+    // socket is made in it.
     let own_net = net.is_some();
     if let Some(net) = net {
         net.enter()?;

@@ -3,9 +3,8 @@
 //! ```text
 //! stage 2 (a fork, single-threaded)       setsid, close fds -> namespaces, user, per-user
 //!                                          limits -> (in the cgroup leaf)
-//!                                          cgroup namespace -> fork
-//!   net helper (while the above and pid 1  new network namespace, lo up -> to pid 1
-//!     run)
+//!                                          cgroup namespace -> fork -> network
+//!                                          namespace, lo up -> to pid 1 -> wait
 //!   pid 1 (init)                           mounts + pivot_root -> network namespace
 //!                                          -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
@@ -136,7 +135,7 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     };
     mark(Phase::SeccompCompiled);
 
-    // The network namespace, made meanwhile by a helper (ns::Net), is entered by pid 1.
+    // The network namespace is made once pid 1 is forked (ns::Net).
     let mut net = None;
     if plan.namespaces {
         // The host's limits, read before the new namespace hides them.
@@ -208,8 +207,9 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
             unsafe { libc::_exit(code) }
         }
         nix::unistd::ForkResult::Parent { child } => {
+            // pid 1 builds the root meanwhile, then enters it.
             if let Some(net) = net {
-                net.reap();
+                net.make_for_pid1();
             }
             let code = init::wait_forwarding(child, &forwarded);
             mark(Phase::InitEnded);

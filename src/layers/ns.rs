@@ -1,14 +1,14 @@
 //! Namespaces: user, mount, pid, ipc, uts, net, cgroup.
 //!
 //! Child side only, in stage 2 (a single-threaded process: `unshare` of a user namespace fails
-//! in a multi-threaded one). One `unshare` creates the user namespace first and the mount, ipc
-//! and uts ones owned by it, which gives stage 2 the capabilities to set them up; the uid/gid
+//! in a multi-threaded one). One `unshare` creates the user namespace first and the mount, pid,
+//! ipc and uts ones owned by it, which gives stage 2 the capabilities to set them up; the uid/gid
 //! maps then make the workload's ids the only ids that exist inside. When root runs a repo
 //! for another user, root owns the namespace and the user's ids are mapped into it, so that
 //! user can neither ptrace the sandbox's processes nor enter its namespaces (see [`create`]).
-//! The network namespace, owned by the same user namespace, is made meanwhile by a helper and
-//! entered by pid 1 ([`Net`]). `CLONE_NEWPID` comes last and takes effect for the children:
-//! the next fork is pid 1 of the sandbox.
+//! The network namespace, owned by the same user namespace, is made by stage 2 while pid 1
+//! builds the root, and entered by pid 1 ([`Net`]). `CLONE_NEWPID` takes effect for the
+//! children: the next fork is pid 1 of the sandbox.
 
 use crate::layers::{Step, StepError};
 use nix::sched::{unshare, CloneFlags};
@@ -235,10 +235,11 @@ impl MapHelper {
     }
 }
 
-/// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf),
-/// make `ids` the only ids inside and run as them ([`create`]), lower the per-user limits
-/// ([`UserLimits`]) and set the hostname. With `net`, the network namespace is not made here
-/// but by a helper, meanwhile: the [`Net`] returned, which pid 1 enters.
+/// Create every namespace but the cgroup one ([`enter_cgroup`], once stage 2 is in its leaf)
+/// and the network one ([`Net`]), make `ids` the only ids inside and run as them
+/// ([`create`]), lower the per-user limits ([`UserLimits`]) and set the hostname. With `net`,
+/// the [`Net`] through which stage 2, once it has forked pid 1, hands pid 1 the network
+/// namespace.
 pub fn enter(
     ids: Ids,
     root_inside: u32,
@@ -246,11 +247,11 @@ pub fn enter(
     net: bool,
     hostname: &str,
 ) -> Result<Option<Net>, StepError> {
-    let flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    let flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
     create(ids, root_inside, flags)?;
-    // Started before CLONE_NEWPID: a child made after it would be the sandbox's pid 1.
-    let net = if net { Some(Net::start()?) } else { None };
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| StepError::new(Step::Unshare, e as i32))?;
     limits.apply()?;
     // Nothing we mount may propagate back to the host.
     nix::mount::mount(
@@ -262,113 +263,45 @@ pub fn enter(
     )
     .map_err(|e| StepError::new(Step::MountPrivate, e as i32))?;
     nix::unistd::sethostname(hostname).map_err(|e| StepError::new(Step::Hostname, e as i32))?;
-    Ok(net)
-}
-
-/// The sandbox's network namespace, made by a helper process while stage 2 and pid 1 set up
-/// the rest.
-///
-/// Why: it is the dearest namespace (about 0.5 ms here: `copy_net_ns` registers the
-/// namespace's sysctls and its loopback device; then `lo` is brought up), and nothing else of
-/// the setup needs it, but made in stage 2's one `unshare` it sat on the critical path, with
-/// the second core idle. Made by a helper, it overlaps the mounts and pivot_root of pid 1.
-///
-/// How: stage 2 starts the helper right after it made the user namespace (and before
-/// `CLONE_NEWPID`, so the helper is not the sandbox's pid 1). The helper has stage 2's ids and
-/// every capability in that user namespace, so the namespace it unshares is owned by the
-/// sandbox's user namespace exactly as when stage 2 unshared it, rootless too. It brings `lo`
-/// up, takes the namespace as an fd from its socket (`SIOCGSKNS`), sends it on a
-/// `SOCK_SEQPACKET` pair (or the failed step and errno) and exits. pid 1, once its root is
-/// built, receives it and enters it ([`NetEntry::enter`]) before it makes the proxy's socket
-/// and forks the workload; stage 2 reaps the helper ([`Net::reap`]). Stage 2 never enters it
-/// (it runs no code of the workload's and opens no socket), and pid 1 runs in the caller's
-/// network namespace only until then, with no capability over it (its capabilities are in the
-/// sandbox's user namespace) and before the workload exists.
-///
-/// Never left behind: the helper dies with stage 2 (parent-death signal); stage 2 kills and
-/// reaps it on any failure before pid 1 exists (the drop of [`Net`]); once pid 1 exists,
-/// stage 2 waits for it: the helper has nothing to wait for (its one message fits in the
-/// socket's buffer), and if pid 1 is gone, the send fails and the helper exits.
-///
-/// Cost: the helper is a `clone(CLONE_VM)`, not a fork: it shares stage 2's memory, so there
-/// are no page tables to copy, no copy-on-write faults after it and no address space to tear
-/// down at its exit (a fork cost about 0.2 ms more CPU per run, measured; see [`Helper`]).
-pub struct Net {
-    helper: Helper,
-    /// pid 1's end of the pair. The helper's end is only in the helper.
-    rx: std::os::fd::OwnedFd,
-}
-
-/// The helper's stack: it needs a few KiB.
-const HELPER_STACK: usize = 64 * 1024;
-
-/// The helper process, killed and reaped when dropped. It shares stage 2's memory
-/// (`CLONE_VM`, not `CLONE_THREAD`: a process of its own, with its own fd table, credentials
-/// and namespaces): what it reads (`args`) and the stack it runs on live here until it is
-/// reaped.
-struct Helper {
-    pid: nix::unistd::Pid,
-    _args: Box<HelperArgs>,
-    /// Its stack: a mapping of HELPER_STACK bytes that only the helper touches.
-    stack: *mut libc::c_void,
-}
-
-impl Drop for Helper {
-    /// A failure before pid 1 got its end of the pair: the helper must not outlive it. Once
-    /// reaped ([`Net::reap`]) its pid is 0 and there is nothing to wait for.
-    fn drop(&mut self) {
-        if self.pid.as_raw() > 0 {
-            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
-            while nix::sys::wait::waitpid(self.pid, None) == Err(nix::errno::Errno::EINTR) {}
-        }
-        // SAFETY: our own mapping, and the helper that ran on it is gone (reaped above or in
-        // Net::reap; in pid 1, a fork, the helper never ran on its copy).
-        unsafe { libc::munmap(self.stack, HELPER_STACK) };
+    if net {
+        Net::new().map(Some)
+    } else {
+        Ok(None)
     }
 }
 
-/// What the helper is given: its end of the pair and its parent's pid.
-struct HelperArgs {
-    tx: std::os::fd::RawFd,
-    parent: nix::unistd::Pid,
+/// The sandbox's network namespace, made by stage 2 while pid 1 builds the root, and entered
+/// by pid 1.
+///
+/// Why: it is the dearest namespace (about 0.5 ms here: `copy_net_ns` registers the
+/// namespace's sysctls and its loopback device; then `lo` is brought up), and nothing else of
+/// the setup needs it; but made in stage 2's one `unshare`, it sat on the critical path while
+/// the second core was idle, and once it has forked pid 1, stage 2 only waits.
+///
+/// How: a `SOCK_SEQPACKET` pair, made before the fork of pid 1. Then stage 2
+/// ([`Net::make_for_pid1`]) unshares the network namespace (so, as before, stage 2 is in it
+/// and the sandbox's user namespace owns it, rootless too), brings `lo` up, takes the
+/// namespace as an fd from its socket (`SIOCGSKNS`) and sends it to pid 1, or the failed step
+/// and errno; meanwhile pid 1 builds the root, then receives the namespace and enters it
+/// ([`NetEntry::enter`]) before it makes the proxy's socket and forks the workload. Until
+/// then pid 1 is in the caller's network namespace, with no capability over it (its
+/// capabilities are in the sandbox's user namespace) and with no workload yet. No extra
+/// process and no thread: nothing to reap, and nothing that could outlive a failure.
+pub struct Net {
+    /// pid 1's end.
+    rx: std::os::fd::OwnedFd,
+    /// Stage 2's end.
+    tx: std::os::fd::OwnedFd,
 }
 
-/// The helper's whole life. It runs on its own stack in stage 2's memory: system calls only,
-/// on the values in `arg` and its own stack; no allocation, no unwinding, `_exit` at the end.
-extern "C" fn helper_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` points to the HelperArgs that the Helper keeps alive until we are reaped,
-    // and nothing writes it meanwhile.
-    let args = unsafe { &*(arg as *const HelperArgs) };
-    let code = match Net::make(args.parent) {
-        Ok(ns) => {
-            use std::os::fd::AsRawFd;
-            crate::launcher::channel::send_with_fd(
-                args.tx,
-                crate::launcher::channel::Record::Ready,
-                ns.as_raw_fd(),
-            )
-            .is_err() as i32
-        }
-        Err(e) => {
-            let rec = crate::launcher::channel::Record::Failed(e).encode();
-            // SAFETY: write(2) of a stack buffer to our end of the pair.
-            unsafe { libc::write(args.tx, rec.as_ptr().cast(), rec.len()) };
-            1
-        }
-    };
-    // SAFETY: end the helper (its own thread group) at once.
-    unsafe { libc::_exit(code) }
-}
-
-/// pid 1's half of [`Net`]: the end of the pair the namespace arrives on.
+/// pid 1's half of [`Net`]: the end the namespace arrives on.
 pub struct NetEntry {
     rx: std::os::fd::OwnedFd,
 }
 
 impl Net {
-    /// Start the helper. Stage 2 is single-threaded, in its new user namespace.
-    fn start() -> Result<Net, StepError> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    fn new() -> Result<Net, StepError> {
+        use std::os::fd::{FromRawFd, OwnedFd};
         let mut pair = [0; 2];
         // SAFETY: socketpair writes two fds into the array we pass; each is owned below.
         if unsafe {
@@ -384,88 +317,58 @@ impl Net {
         }
         // SAFETY: both fds were just made and are ours alone.
         let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
-        let args = Box::new(HelperArgs {
-            tx: tx.as_raw_fd(),
-            parent: nix::unistd::getpid(),
-        });
-        // SAFETY: a new private anonymous mapping, owned by the Helper below.
-        let stack = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HELPER_STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            )
-        };
-        if stack == libc::MAP_FAILED {
-            return Err(StepError::last(Step::Fork));
-        }
-        let mut helper = Helper {
-            pid: nix::unistd::Pid::from_raw(0),
-            _args: args,
-            stack,
-        };
-        // SAFETY: the child runs helper_main on `stack` (from its top, page-aligned) with the
-        // args, both owned by `helper`, which frees them only once the child is reaped. It
-        // shares our memory but touches only those and its own stack: no allocation, no lock,
-        // no unwinding (errno, written only when a call of the helper fails, is the one value
-        // it shares with us).
-        let pid = unsafe {
-            libc::clone(
-                helper_main,
-                stack.cast::<u8>().add(HELPER_STACK).cast(),
-                libc::CLONE_VM | libc::SIGCHLD,
-                &*helper._args as *const HelperArgs as *mut libc::c_void,
-            )
-        };
-        if pid < 0 {
-            return Err(StepError::last(Step::Fork));
-        }
-        helper.pid = nix::unistd::Pid::from_raw(pid);
-        Ok(Net { helper, rx })
+        Ok(Net { rx, tx })
     }
 
-    /// The helper's work: a new network namespace with `lo` up, as an fd.
-    fn make(parent: nix::unistd::Pid) -> Result<std::os::fd::OwnedFd, StepError> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-            return Err(StepError::last(Step::Pdeathsig));
-        }
-        if nix::unistd::getppid() != parent {
-            return Err(StepError::new(Step::Pdeathsig, libc::ESRCH));
-        }
-        unshare(CloneFlags::CLONE_NEWNET).map_err(|e| StepError::new(Step::NetNs, e as i32))?;
-        let sock = loopback_up()?;
-        // SAFETY: SIOCGSKNS takes no argument and returns a new fd (the socket's network
-        // namespace), owned below.
-        let ns = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGSKNS as _) };
-        if ns < 0 {
-            return Err(StepError::last(Step::NetNs));
-        }
-        // SAFETY: a new fd of ours.
-        Ok(unsafe { OwnedFd::from_raw_fd(ns) })
-    }
-
-    /// pid 1's half. The helper is stage 2's child, and its pid means nothing (or another
-    /// process) in the sandbox's pid namespace: pid 1 must never signal or wait for it.
-    pub fn pid1_half(mut self) -> NetEntry {
-        self.helper.pid = nix::unistd::Pid::from_raw(0);
+    /// pid 1's half (stage 2's end closed, so that pid 1 sees end-of-file if stage 2 dies).
+    pub fn pid1_half(self) -> NetEntry {
         NetEntry { rx: self.rx }
     }
 
-    /// Stage 2, once pid 1 holds its end: close ours, wait for the helper to end.
-    pub fn reap(mut self) {
+    /// Stage 2, once pid 1 is forked: make the network namespace, enter it, and send it to
+    /// pid 1. A failure goes to pid 1 too, which reports it and exits 125 (stage 2 then exits
+    /// with its code); if pid 1 is already gone, there is nobody to send it to.
+    pub fn make_for_pid1(self) {
+        use crate::launcher::channel::{send_with_fd, Record};
+        use std::os::fd::AsRawFd;
         drop(self.rx);
-        while nix::sys::wait::waitpid(self.helper.pid, None) == Err(nix::errno::Errno::EINTR) {}
-        self.helper.pid = nix::unistd::Pid::from_raw(0);
+        match make() {
+            Ok(ns) => {
+                let _ = send_with_fd(self.tx.as_raw_fd(), Record::Ready, ns.as_raw_fd());
+            }
+            Err(e) => {
+                let rec = Record::Failed(e).encode();
+                // SAFETY: send(2) of a stack buffer on our end of the pair.
+                unsafe {
+                    libc::send(
+                        self.tx.as_raw_fd(),
+                        rec.as_ptr().cast(),
+                        rec.len(),
+                        libc::MSG_NOSIGNAL,
+                    )
+                };
+            }
+        }
     }
 }
 
+/// A new network namespace with `lo` up, as an fd.
+fn make() -> Result<std::os::fd::OwnedFd, StepError> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    unshare(CloneFlags::CLONE_NEWNET).map_err(|e| StepError::new(Step::NetNs, e as i32))?;
+    let sock = loopback_up()?;
+    // SAFETY: SIOCGSKNS takes no argument and returns a new fd (the socket's network
+    // namespace), owned below.
+    let ns = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGSKNS as _) };
+    if ns < 0 {
+        return Err(StepError::last(Step::NetNs));
+    }
+    // SAFETY: a new fd of ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(ns) })
+}
+
 impl NetEntry {
-    /// pid 1: wait for the namespace (or the helper's failure) and enter it.
+    /// pid 1: wait for the namespace (or stage 2's failure to make it) and enter it.
     pub fn enter(self) -> Result<(), StepError> {
         use crate::launcher::channel::{recv_wait, Record};
         use std::os::fd::AsRawFd;
@@ -478,7 +381,7 @@ impl NetEntry {
                 Ok(())
             }
             Some((Record::Failed(e), _)) => Err(e),
-            // End of file: the helper died without a word (killed).
+            // End of file: stage 2 is gone without a word.
             None => Err(StepError::new(Step::NetNs, libc::ECHILD)),
             Some(_) => Err(StepError::new(Step::NetNs, libc::EPROTO)),
         }
