@@ -90,10 +90,13 @@ pub enum Phase {
     InitEnded,
     /// Stage 2 is done (copy-back included) and exits.
     Stage2Ended,
+    /// pid 1 is in the sandbox's network namespace (made meanwhile by stage 2, see
+    /// `ns::Net`), and the proxy's socket made there under `--net filtered`.
+    Network,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 12] = [
+    pub const ALL: [Phase; 13] = [
         Phase::Stage2,
         Phase::CgroupSelfJoined,
         Phase::WorkloadEnded,
@@ -106,6 +109,7 @@ impl Phase {
         Phase::Process,
         Phase::Landlock,
         Phase::Seccomp,
+        Phase::Network,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -121,6 +125,7 @@ impl Phase {
             Phase::WorkloadEnded => "workload ran",
             Phase::InitEnded => "pid 1 ended",
             Phase::Stage2Ended => "stage 2 ended",
+            Phase::Network => "network namespace entered",
         }
     }
 }
@@ -204,7 +209,13 @@ pub fn send(r: Record) {
 /// Send the proxy's listening socket `fd` on the channel (a [`Record::Listener`] with the fd
 /// as `SCM_RIGHTS`). No allocation: a stack buffer for the control message.
 pub fn send_listener(fd: RawFd) -> Result<(), i32> {
-    let b = Record::Listener.encode();
+    send_with_fd(FD, Record::Listener, fd)
+}
+
+/// Send `r` with `fd` as `SCM_RIGHTS` on the socket `sock` (the channel, or another
+/// `SOCK_SEQPACKET` pair). No allocation.
+pub fn send_with_fd(sock: RawFd, r: Record, fd: RawFd) -> Result<(), i32> {
+    let b = r.encode();
     let mut iov = libc::iovec {
         iov_base: b.as_ptr() as *mut libc::c_void,
         iov_len: b.len(),
@@ -224,7 +235,7 @@ pub fn send_listener(fd: RawFd) -> Result<(), i32> {
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
-        if libc::sendmsg(FD, &msg, libc::MSG_NOSIGNAL) != b.len() as isize {
+        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) != b.len() as isize {
             return Err(std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EIO));
@@ -236,6 +247,15 @@ pub fn send_listener(fd: RawFd) -> Result<(), i32> {
 /// Read one record now (the supervisor's side, while the sandbox runs), with the fd that came
 /// with it. `None` at end-of-file, when nothing is there, or on error.
 pub fn recv(fd: RawFd) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
+    recv_flags(fd, libc::MSG_DONTWAIT)
+}
+
+/// [`recv`], waiting for the record (retried on EINTR).
+pub fn recv_wait(fd: RawFd) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
+    recv_flags(fd, 0)
+}
+
+fn recv_flags(fd: RawFd, flags: i32) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
     use std::os::fd::FromRawFd;
     let mut b = [0u8; SIZE];
     let mut iov = libc::iovec {
@@ -251,7 +271,12 @@ pub fn recv(fd: RawFd) -> Option<(Record, Option<std::os::fd::OwnedFd>)> {
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = std::mem::size_of_val(&control);
-        let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        let n = loop {
+            let n = libc::recvmsg(fd, &mut msg, flags | libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break n;
+            }
+        };
         let mut passed = None;
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {

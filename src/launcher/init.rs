@@ -11,7 +11,7 @@
 
 use super::channel::{self, Record};
 use super::stage2::{self, Exec};
-use crate::layers::{mounts, seccomp, Step, StepError};
+use crate::layers::{mounts, ns, seccomp, Step, StepError};
 use crate::plan::Plan;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -103,6 +103,7 @@ pub fn run(
     exec: &Exec,
     filters: Option<&seccomp::Filters>,
     alive: &AlivePipe,
+    net: Option<ns::NetEntry>,
 ) -> Result<i32, StepError> {
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
@@ -110,9 +111,6 @@ pub fn run(
     }
     if alive.parent_gone() {
         return Ok(125);
-    }
-    if plan.net == crate::profile::NetMode::Filtered {
-        proxy_listener()?;
     }
     if plan.namespaces {
         mounts::build_root(&plan.mounts, &plan.cwd)?;
@@ -128,6 +126,18 @@ pub fn run(
             .map_err(|e| StepError::new(Step::Home, e.raw_os_error().unwrap_or(libc::EIO)))?;
     }
     channel::mark(channel::Phase::Mounts);
+    // The network namespace stage 2 made while we built the root (see ns::Net); the proxy's
+    // socket is made in it.
+    let own_net = net.is_some();
+    if let Some(net) = net {
+        net.enter()?;
+    }
+    if plan.net == crate::profile::NetMode::Filtered {
+        proxy_listener()?;
+    }
+    if own_net {
+        channel::mark(channel::Phase::Network);
+    }
     // SAFETY: pid 1 is single-threaded.
     let workload =
         match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {

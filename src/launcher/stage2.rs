@@ -3,8 +3,10 @@
 //! ```text
 //! stage 2 (a fork, single-threaded)       setsid, close fds -> namespaces, user, per-user
 //!                                          limits -> (in the cgroup leaf)
-//!                                          cgroup namespace -> fork
-//!   pid 1 (init)                           mounts + pivot_root -> fork -> reap
+//!                                          cgroup namespace -> fork -> network
+//!                                          namespace, lo up -> to pid 1 -> wait
+//!   pid 1 (init)                           mounts + pivot_root -> network namespace
+//!                                          -> fork -> reap
 //!                                          (without namespaces: subreaper, chdir)
 //!     workload                             setsid -> rlimits -> caps -> no_new_privs
 //!                                          -> landlock -> close fds -> signals -> seccomp -> execve
@@ -138,11 +140,13 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     };
     mark(Phase::SeccompCompiled);
 
+    // The network namespace is made once pid 1 is forked (ns::Net).
+    let mut net = None;
     if plan.namespaces {
         // The host's limits, read before the new namespace hides them.
         let limits = ns::UserLimits::read()?;
-        let net = plan.net != crate::profile::NetMode::Host;
-        ns::enter(plan.ids, plan.root_inside, &limits, net, &plan.hostname)?;
+        let own_net = plan.net != crate::profile::NetMode::Host;
+        net = ns::enter(plan.ids, plan.root_inside, &limits, own_net, &plan.hostname)?;
     } else {
         ns::become_user(plan.ids)?;
     }
@@ -201,7 +205,8 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
                 unsafe { libc::close(fd) };
             }
             alive.child_side();
-            let code = match init::run(plan, &exec, filters.as_ref(), &alive) {
+            let net = net.map(ns::Net::pid1_half);
+            let code = match init::run(plan, &exec, filters.as_ref(), &alive, net) {
                 Ok(code) => code,
                 Err(e) => {
                     channel::send(Record::Failed(e));
@@ -212,6 +217,10 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
             unsafe { libc::_exit(code) }
         }
         nix::unistd::ForkResult::Parent { child } => {
+            // pid 1 builds the root meanwhile, then enters it.
+            if let Some(net) = net {
+                net.make_for_pid1();
+            }
             let code = init::wait_forwarding(child, &forwarded);
             mark(Phase::InitEnded);
             let held = Held {

@@ -61,6 +61,7 @@ pub enum Step {
     CopyBack,
     ProxySocket,
     Home,
+    NetNs,
 }
 
 impl Step {
@@ -105,6 +106,7 @@ impl Step {
         Step::CopyBack,
         Step::ProxySocket,
         Step::Home,
+        Step::NetNs,
     ];
 
     pub fn name(self) -> &'static str {
@@ -149,6 +151,7 @@ impl Step {
             Step::CopyBack => "repo: copy back the run's changes",
             Step::ProxySocket => "network: the proxy's socket",
             Step::Home => "home: write $HOME/.gitconfig",
+            Step::NetNs => "namespaces: network namespace",
         }
     }
 
