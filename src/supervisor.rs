@@ -649,6 +649,7 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (Step::UnshareUser, libc::EPERM | libc::ENOSPC | libc::EACCES) => {
             crate::layers::ns::FIX
         }
+        (Step::NetNs, libc::ENOSPC | libc::EPERM) => " (this host limits network namespaces: raise the sysctl user.max_net_namespaces, or allow unshare(CLONE_NEWNET) in the container's seccomp profile; --net host runs without one, on the host's network)",
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",
         (Step::MountOverlay, _) => " (overlayfs in a user namespace needs Linux 5.11+; use repo = \"ro\" or \"rw\")",
         (Step::Exec, libc::ENOENT) => " (not found inside the sandbox: is its directory mounted?)",
