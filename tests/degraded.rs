@@ -16,38 +16,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::common::*;
 use support::{schema, slack};
 
-/// `c`, run in a user namespace in which no further user namespace can be created. The
-/// capabilities `unshare` gets in it serve only to set the sysctl; the command gets none
-/// (unless it runs as uid 0 there, i.e. the test runs as root).
+/// `c`, run where no further user namespace can be created (`user.max_user_namespaces` 0).
 fn without_userns(c: Command) -> Command {
-    let mut w = Command::new("unshare");
-    w.args([
-        "--user",
-        "--map-current-user",
-        "--keep-caps",
-        "--",
-        "/bin/sh",
-        "-c",
-        "echo 0 >/proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all --ambient-caps=-all -- \"$@\"",
-        "sh",
-    ]);
-    w.arg(c.get_program()).args(c.get_args());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => w.env(k, v),
-            None => w.env_remove(k),
-        };
-    }
-    if let Some(d) = c.get_current_dir() {
-        w.current_dir(d);
-    }
-    w.stdin(Stdio::null());
-    w
+    under_zero_sysctl(c, "user/max_user_namespaces")
 }
 
 /// Can this host make such a namespace at all? (No: no user namespaces to begin with, or no

@@ -130,15 +130,6 @@ fn chown_tree(p: &Path, uid: u32) {
     }
 }
 
-/// The children of `pid` (from /proc/PID/task/PID/children).
-fn children(pid: i32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
 /// Field `n` (1-based, as in proc(5)) of /proc/PID/stat.
 fn stat_field(pid: i32, n: usize) -> i64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -44,15 +44,6 @@ fn net_owner(pid: i32) -> (u64, u64) {
     (m.dev(), m.ino())
 }
 
-/// The children of `pid` (from its main thread's `children` file).
-fn children(pid: i32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
 /// The NUL-separated command line of `pid`.
 fn cmdline(pid: i32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -178,33 +169,9 @@ fn under_net_host_the_workload_is_in_the_callers_network_namespace() {
     });
 }
 
-/// `c` run in a user namespace whose `user.max_net_namespaces` is 0: no network namespace can
-/// be created below it (ENOSPC), everything else as on the host. Capabilities dropped before
-/// `c` starts, as the caller had none.
+/// `c` run where no network namespace can be made (`user.max_net_namespaces` 0).
 fn without_netns(c: Command) -> Command {
-    let mut w = Command::new("unshare");
-    w.args([
-        "--user",
-        "--map-current-user",
-        "--keep-caps",
-        "--",
-        "/bin/sh",
-        "-c",
-        "echo 0 >/proc/sys/user/max_net_namespaces && exec setpriv --inh-caps=-all --ambient-caps=-all -- \"$@\"",
-        "sh",
-    ]);
-    w.arg(c.get_program()).args(c.get_args());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => w.env(k, v),
-            None => w.env_remove(k),
-        };
-    }
-    if let Some(d) = c.get_current_dir() {
-        w.current_dir(d);
-    }
-    w.stdin(Stdio::null());
-    w
+    under_zero_sysctl(c, "user/max_net_namespaces")
 }
 
 /// Stage 2 cannot make the namespace: exit 125 naming the step and the errno, and no

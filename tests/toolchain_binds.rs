@@ -364,32 +364,9 @@ fn repo_and_world_writable_path_entries_do_not_steer_binds() {
     }
 }
 
-/// `c` run where no user namespace can be made (as in tests/degraded.rs): a user namespace
-/// whose `user.max_user_namespaces` is 0, its capabilities dropped before sandbox-run starts.
+/// `c` run where no user namespace can be made (as in tests/degraded.rs).
 fn without_userns(c: std::process::Command) -> std::process::Command {
-    let mut w = std::process::Command::new("unshare");
-    w.args([
-        "--user",
-        "--map-current-user",
-        "--keep-caps",
-        "--",
-        "/bin/sh",
-        "-c",
-        "echo 0 >/proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all --ambient-caps=-all -- \"$@\"",
-        "sh",
-    ]);
-    w.arg(c.get_program()).args(c.get_args());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => w.env(k, v),
-            None => w.env_remove(k),
-        };
-    }
-    if let Some(d) = c.get_current_dir() {
-        w.current_dir(d);
-    }
-    w.stdin(std::process::Stdio::null());
-    w
+    under_zero_sysctl(c, "user/max_user_namespaces")
 }
 
 /// Without namespaces there is no new root to mount over credentials: landlock must leave

@@ -977,3 +977,45 @@ pub fn bind_unix(path: &Path) -> std::os::unix::net::UnixListener {
     std::os::unix::net::UnixListener::bind(&short)
         .unwrap_or_else(|e| panic!("bind {} as {short}: {e}", path.display()))
 }
+
+/// `c` run in a user namespace of its own in which the sysctl `name` (a path under
+/// /proc/sys, e.g. `user/max_user_namespaces`) is 0: no such namespace can be created below
+/// it, everything else as on the host. The capabilities `unshare` gets serve only to set the
+/// sysctl; the command gets none (unless it runs as uid 0 there, i.e. the test runs as root).
+pub fn under_zero_sysctl(c: Command, name: &str) -> Command {
+    let mut w = Command::new("unshare");
+    let script = format!(
+        "echo 0 >/proc/sys/{name} && exec setpriv --inh-caps=-all --ambient-caps=-all -- \"$@\""
+    );
+    w.args([
+        "--user",
+        "--map-current-user",
+        "--keep-caps",
+        "--",
+        "/bin/sh",
+        "-c",
+    ])
+    .arg(script)
+    .arg("sh");
+    w.arg(c.get_program()).args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => w.env(k, v),
+            None => w.env_remove(k),
+        };
+    }
+    if let Some(d) = c.get_current_dir() {
+        w.current_dir(d);
+    }
+    w.stdin(Stdio::null());
+    w
+}
+
+/// The children of `pid` (from its main thread's `children` file).
+pub fn children(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
