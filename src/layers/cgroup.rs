@@ -799,10 +799,11 @@ impl Host {
     /// A leaf whose pid was reused by an unrelated process stays until that process is gone.
     pub fn remove_stale(&self) -> Result<Vec<PathBuf>, Error> {
         let mut names = BTreeSet::new();
-        // A leaf is made in the first hierarchy first and removed from it last
-        // ([`Leaf::remove_dirs`]), so every leftover shows there: one directory to list, not
-        // one per hierarchy.
-        for p in self.parents.iter().take(1) {
+        // Every hierarchy's parent is listed, not just the first: the caller's place can move
+        // in one hierarchy and not the others (a new login session gets a new memory group
+        // while cpu and pids stay at the root), and a leftover in the hierarchies that did not
+        // move is still ours to remove. About 5 us per directory.
+        for p in &self.parents {
             let Ok(rd) = fs::read_dir(&p.dir) else {
                 continue;
             };
@@ -1549,10 +1550,9 @@ impl Leaf {
         self.remove_dirs()
     }
 
-    /// rmdir the leaf's directories, last hierarchy first, so that the first one (where
-    /// [`Host::remove_stale`] looks) goes last and stays while any other is left. A directory
-    /// still busy after the wait stops it there, the earlier ones kept with it. On the
-    /// first `EBUSY` the leaf is killed.
+    /// rmdir the leaf's directories, last hierarchy first. A directory still busy after the
+    /// wait stops it there, the earlier ones kept with it (for [`Host::remove_stale`] of a
+    /// later run). On the first `EBUSY` the leaf is killed.
     fn remove_dirs(&self) -> Result<(), Error> {
         let mut deadline = Instant::now() + DRAIN;
         let mut first_err = None;
@@ -2497,6 +2497,11 @@ mod tests {
         }
         // A pids hierarchy without the stale leaf (it was never made there).
         t.dir("c");
+        // The leftover of a run made when the caller was elsewhere in the first hierarchy:
+        // still removed from the others.
+        let moved = "sandbox-run-2147483001-0";
+        t.dir(&format!("b/{moved}"));
+        t.dir(&format!("c/{moved}"));
         let h = Host::v1_at([
             ("memory", t.path("a")),
             ("cpu,cpuacct", t.path("b")),
@@ -2506,7 +2511,12 @@ mod tests {
         let removed = h.remove_stale().unwrap();
         assert_eq!(
             removed,
-            vec![t.path(&format!("a/{dead}")), t.path(&format!("b/{dead}"))]
+            vec![
+                t.path(&format!("a/{dead}")),
+                t.path(&format!("b/{dead}")),
+                t.path(&format!("b/{moved}")),
+                t.path(&format!("c/{moved}")),
+            ]
         );
         let left = vec![
             mine.clone(),
