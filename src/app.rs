@@ -559,14 +559,6 @@ impl Drop for Scratch {
 }
 
 /// Removes a run's placeholder `.git` when dropped.
-struct Placeholder(std::path::PathBuf);
-
-impl Drop for Placeholder {
-    fn drop(&mut self) {
-        crate::layers::git::remove_placeholder(&self.0);
-    }
-}
-
 /// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
 struct Runner<'a> {
     /// Print the setup timings after each run.
@@ -599,7 +591,10 @@ impl Runner<'_> {
         // A run without namespaces has a scratch dir on the host, a read-write repo without
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
-        let _placeholder = plan.git_placeholder.clone().map(Placeholder);
+        let _placeholder = match &plan.git_placeholder {
+            Some(repo) => Some(crate::layers::git::Placeholder::make(repo).map_err(Fail::usage)?),
+            None => None,
+        };
         if let Some(dir) = &self.overrides.carry {
             crate::plan::own_carry(dir, plan.ids).map_err(Fail::usage)?;
         }

@@ -86,6 +86,16 @@ fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// `flock(2)` on `fd`: an advisory lock, held by the open file (every fd dup'ed or
+/// inherited from it) until its last fd is closed.
+pub fn flock(fd: &OwnedFd, op: i32) -> io::Result<()> {
+    // SAFETY: flock on an fd we own; no memory is passed.
+    if unsafe { libc::flock(fd.as_raw_fd(), op) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn kind_of(mode: libc::mode_t) -> Kind {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => Kind::Dir,
@@ -226,6 +236,15 @@ impl Dir {
             fd,
             path: self.path.join(rel),
         })
+    }
+
+    /// Is `fd` the file now at `rel` (the same device and inode; `rel` not followed)?
+    pub fn is_at(&self, rel: &Path, fd: &OwnedFd) -> bool {
+        let now = self.open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0);
+        match (now.and_then(|n| fstat(&n)), fstat(fd)) {
+            (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+            _ => false,
+        }
     }
 
     /// What `rel` is, without following it; `None` when it does not exist (or a component on

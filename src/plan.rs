@@ -75,8 +75,8 @@ pub struct Plan {
     pub supervisor_pid: i32,
     /// Layers that are best-effort and missing on this host.
     pub degraded: Vec<String>,
-    /// The empty `.git` made for this run in a read-write repo that had none
-    /// ([`git::Found::placeholder`]); the caller removes it after the run.
+    /// The repo that gets an empty `.git` for this run, a read-write repo that had none
+    /// ([`git::Found::placeholder`]): the caller makes and holds a [`git::Placeholder`].
     #[serde(default)]
     pub git_placeholder: Option<PathBuf>,
     /// cgroup v1 as root: stage 2 moves itself into the leaf
@@ -497,17 +497,9 @@ pub fn build(
     for name in &built.unset {
         tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }
-    // Last: nothing after this may fail, or the placeholder would be left behind.
+    // Made by the caller, which holds it for the run ([`git::Placeholder`]).
     let git_placeholder = match &git {
-        Some(g) if g.placeholder => {
-            if let Err(e) = git::make_placeholder(&ws.repo) {
-                if let Some(dir) = &scratch {
-                    remove_scratch(dir);
-                }
-                return Err(e);
-            }
-            Some(ws.repo.clone())
-        }
+        Some(g) if g.placeholder => Some(ws.repo.clone()),
         _ => None,
     };
 

@@ -341,6 +341,62 @@ fn no_git_dir_can_appear_where_none_existed() {
     assert!(repo.join("new.txt").exists());
 }
 
+/// Finding 1d with runs side by side: runs on one repo without `.git` share the placeholder,
+/// and one that ends leaves it to those still running. Removing it would detach their
+/// read-only pin, in their namespaces too, and a command still running could then make a
+/// `.git` in the host's repo. Run A waits inside; run B starts and ends beside it (exit 0);
+/// the placeholder is still there when B has ended; A can make no `.git` (control: A's other
+/// write lands); none is left once both have ended. The repo is bound as it is (`disk =
+/// "off"`, as on a kernel without the disk layer), where the placeholder is on the host.
+#[test]
+fn a_run_that_ends_beside_another_leaves_it_the_git_placeholder() {
+    if !sandbox_works() || !have_git() {
+        return;
+    }
+    let f = Fixture::new("git-none-beside");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::extends("ci").disk("off"));
+    std::fs::write(
+        repo.join("a.sh"),
+        "for i in $(seq 1200); do [ -e go ] && break; sleep 0.05; done
+         mkdir -p .git/hooks 2>/dev/null && echo RESULT hooks WRITTEN
+         rmdir .git 2>/dev/null; mkdir .git 2>/dev/null && echo RESULT git WRITTEN
+         echo x > a.txt && echo RESULT control ok
+",
+    )
+    .unwrap();
+    let a = sandbox_command(&p, &repo, &[], &["bash", "a.sh"]);
+    let a = std::thread::spawn(move || run_command(a, slack_secs(120)));
+    let dot_git = repo.join(".git");
+    let deadline = std::time::Instant::now() + slack_secs(30);
+    while dot_git.symlink_metadata().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline && !a.is_finished(),
+            "run A made no placeholder .git"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let b = run_command(
+        sandbox_command(&p, &repo, &[], &["bash", "-c", "echo b > b.txt"]),
+        slack_secs(60),
+    );
+    b.assert_code(0);
+    let still = dot_git.symlink_metadata().is_ok();
+    std::fs::write(repo.join("go"), "").unwrap();
+    let a = a.join().unwrap();
+    assert!(
+        still,
+        "run B removed the placeholder while run A was running: {b}"
+    );
+    assert!(a.stdout.contains("RESULT control ok"), "{a}");
+    assert!(!a.stdout.contains("WRITTEN"), "{a}");
+    assert!(
+        dot_git.symlink_metadata().is_err(),
+        "a .git is left in the repo"
+    );
+    assert!(repo.join("b.txt").exists() && repo.join("a.txt").exists());
+}
+
 /// Findings 2a, 2b, 6b, 6c: repo-controlled links and special files as `.git` or in it
 /// steer nothing: a `hooks` link into the caller's home stays a link resolved inside the
 /// sandbox; a `.git` file naming a host directory that is not a git dir, a FIFO and a link to

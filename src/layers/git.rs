@@ -19,8 +19,8 @@
 //!
 //! Whatever the command creates or changes at the top of a view other than the copied files
 //! (a new `commondir`, `config.worktree`) dies with the tmpfs. A `.git` file is bound read-only
-//! onto itself, a repo without `.git` is refused in these modes (a `.git` created there would
-//! be the host's next git's), and a hooks path that the host's git config names inside the
+//! onto itself, a repo without `.git` gets an empty one bound read-only for the run (a `.git`
+//! created there would be the host's next git's; [`Placeholder`]), and a hooks path that the host's git config names inside the
 //! repo is bound read-only (created empty first when missing).
 //!
 //! - Parent side: [`discover`], reading the host's files through [`crate::hostfs`] (no link
@@ -418,24 +418,84 @@ pub fn hooks_paths(text: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Make the empty placeholder `.git` of a repo without one (see [`Found::placeholder`]).
-pub fn make_placeholder(repo: &Path) -> Result<(), String> {
-    let r = Dir::open(repo).map_err(|e| refuse(repo, e))?;
-    // SAFETY: mkdirat in the repo's fd, a plain name.
-    let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o755) };
-    if rc != 0 && crate::sys::last_errno() != libc::EEXIST {
-        let e = std::io::Error::last_os_error();
-        return Err(refuse(repo, format!("placeholder .git: {e}")));
-    }
-    Ok(())
+/// How long [`Placeholder::make`] waits for a lock on the placeholder that someone else holds
+/// exclusively: a run that is removing it holds that lock for an `rmdir`. A command in a
+/// sandbox cannot hold it longer (the placeholder is visible there, but its own run's shared
+/// lock keeps it from taking an exclusive one), so a longer hold is a process on the host.
+const PLACEHOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The empty `.git` of a read-write repo that had none ([`Found::placeholder`]), for one run:
+/// made (or joined, when a concurrent run on the same repo made it) with a shared `flock`
+/// held until dropped; the last run to drop its lock removes it.
+///
+/// The count is what keeps it there: removing the directory detaches every mount on it, in
+/// every mount namespace, so a run that removed it while another was still running would
+/// take that run's read-only pin away, and the command still running there could make a
+/// `.git` of its own in the host's repo (and the host's next git would run what it names).
+#[derive(Debug)]
+pub struct Placeholder {
+    repo: Dir,
+    lock: OwnedFd,
 }
 
-/// Remove the placeholder again (only if it is still an empty directory; a link named
-/// `.git` is not followed, a non-empty directory stays).
-pub fn remove_placeholder(repo: &Path) {
-    if let Ok(r) = Dir::open(repo) {
-        // SAFETY: unlinkat in the repo's fd, a plain name; AT_REMOVEDIR never follows a link.
-        unsafe { libc::unlinkat(r.fd().as_raw_fd(), c".git".as_ptr(), libc::AT_REMOVEDIR) };
+impl Placeholder {
+    pub fn make(repo: &Path) -> Result<Placeholder, String> {
+        let r = Dir::open(repo).map_err(|e| refuse(repo, e))?;
+        let failed = |e: std::io::Error| refuse(repo, format!("placeholder .git: {e}"));
+        let dot_git = Path::new(".git");
+        let deadline = std::time::Instant::now() + PLACEHOLDER_WAIT;
+        loop {
+            // SAFETY: mkdirat in the repo's fd, a plain name.
+            let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o755) };
+            if rc != 0 && crate::sys::last_errno() != libc::EEXIST {
+                return Err(failed(std::io::Error::last_os_error()));
+            }
+            let fd = match r.open_at(dot_git, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+                Ok(fd) => fd,
+                // removed by a run that ended in between: make it again
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                Err(e) => return Err(failed(e)),
+            };
+            match crate::hostfs::flock(&fd, libc::LOCK_SH | libc::LOCK_NB) {
+                // Still the one at .git (not removed, by a run that held it exclusively,
+                // between the mkdir and the lock)?
+                Ok(()) if r.is_at(dot_git, &fd) => return Ok(Placeholder { repo: r, lock: fd }),
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() != Some(libc::EWOULDBLOCK) => return Err(failed(e)),
+                Err(_) if std::time::Instant::now() >= deadline => {
+                    return Err(refuse(
+                        repo,
+                        format!(
+                            "the placeholder .git that sandbox-run keeps in a repo without one has been locked by another process for {} s (find it with `fuser -v {}`), or give the repo a .git (git init)",
+                            PLACEHOLDER_WAIT.as_secs(),
+                            repo.join(".git").display()
+                        ),
+                    ))
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+    }
+}
+
+impl Drop for Placeholder {
+    /// Removed only by the last run that holds it (an exclusive lock is had only then), and
+    /// only if it is still the directory locked and still empty (`AT_REMOVEDIR` never
+    /// follows a link, and fails on a non-empty directory).
+    fn drop(&mut self) {
+        let dot_git = Path::new(".git");
+        if crate::hostfs::flock(&self.lock, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+            && self.repo.is_at(dot_git, &self.lock)
+        {
+            // SAFETY: unlinkat in the repo's fd, a plain name.
+            unsafe {
+                libc::unlinkat(
+                    self.repo.fd().as_raw_fd(),
+                    c".git".as_ptr(),
+                    libc::AT_REMOVEDIR,
+                )
+            };
+        }
     }
 }
 
