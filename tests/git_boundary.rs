@@ -397,6 +397,37 @@ fn a_run_that_ends_beside_another_leaves_it_the_git_placeholder() {
     assert!(repo.join("b.txt").exists() && repo.join("a.txt").exists());
 }
 
+/// Fail closed: a placeholder that a host process holds locked exclusively (no run could
+/// share it, nor tell whether it is being removed) is waited for, then refused with exit 125
+/// and a line that says what to do; the command never ran.
+#[test]
+fn a_placeholder_locked_by_a_host_process_is_refused() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("git-none-locked");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::extends("ci").disk("off"));
+    std::fs::create_dir(repo.join(".git")).unwrap();
+    let held = std::fs::File::open(repo.join(".git")).unwrap();
+    // SAFETY: flock on a file we own.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+    let r = run_command(
+        sandbox_command(&p, &repo, &[], &["bash", "-c", "echo ran > ran.txt"]),
+        slack_secs(60),
+    );
+    r.assert_code(125);
+    assert!(
+        r.stderr.contains("placeholder .git") && r.stderr.contains("fuser -v"),
+        "{r}"
+    );
+    assert!(!repo.join("ran.txt").exists());
+    drop(held);
+}
+
 /// Findings 2a, 2b, 6b, 6c: repo-controlled links and special files as `.git` or in it
 /// steer nothing: a `hooks` link into the caller's home stays a link resolved inside the
 /// sandbox; a `.git` file naming a host directory that is not a git dir, a FIFO and a link to

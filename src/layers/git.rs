@@ -19,9 +19,10 @@
 //!
 //! Whatever the command creates or changes at the top of a view other than the copied files
 //! (a new `commondir`, `config.worktree`) dies with the tmpfs. A `.git` file is bound read-only
-//! onto itself, a repo without `.git` gets an empty one bound read-only for the run (a `.git`
-//! created there would be the host's next git's; [`Placeholder`]), and a hooks path that the host's git config names inside the
-//! repo is bound read-only (created empty first when missing).
+//! onto itself, a repo without `.git` gets an empty one bound read-only for the run
+//! ([`Placeholder`]: a `.git` created there would be the host's next git's), and a hooks path
+//! that the host's git config names inside the repo is bound read-only (created empty first
+//! when missing).
 //!
 //! - Parent side: [`discover`], reading the host's files through [`crate::hostfs`] (no link
 //!   followed, nothing that blocks, bounded reads).
@@ -450,30 +451,32 @@ impl Placeholder {
             if rc != 0 && crate::sys::last_errno() != libc::EEXIST {
                 return Err(failed(std::io::Error::last_os_error()));
             }
-            let fd = match r.open_at(dot_git, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
-                Ok(fd) => fd,
-                // removed by a run that ended in between: make it again
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            match r.open_at(dot_git, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+                Ok(fd) => match crate::hostfs::flock(&fd, libc::LOCK_SH | libc::LOCK_NB) {
+                    // Still the one at .git (not removed, by a run that held it exclusively,
+                    // between the mkdir and the lock)? Else it is made again.
+                    Ok(()) if r.is_at(dot_git, &fd) => {
+                        return Ok(Placeholder { repo: r, lock: fd })
+                    }
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() != Some(libc::EWOULDBLOCK) => return Err(failed(e)),
+                    Err(_) => {}
+                },
+                // removed by a run that ended in between: made again
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
                 Err(e) => return Err(failed(e)),
-            };
-            match crate::hostfs::flock(&fd, libc::LOCK_SH | libc::LOCK_NB) {
-                // Still the one at .git (not removed, by a run that held it exclusively,
-                // between the mkdir and the lock)?
-                Ok(()) if r.is_at(dot_git, &fd) => return Ok(Placeholder { repo: r, lock: fd }),
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() != Some(libc::EWOULDBLOCK) => return Err(failed(e)),
-                Err(_) if std::time::Instant::now() >= deadline => {
-                    return Err(refuse(
-                        repo,
-                        format!(
-                            "the placeholder .git that sandbox-run keeps in a repo without one has been locked by another process for {} s (find it with `fuser -v {}`), or give the repo a .git (git init)",
-                            PLACEHOLDER_WAIT.as_secs(),
-                            repo.join(".git").display()
-                        ),
-                    ))
-                }
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
             }
+            if std::time::Instant::now() >= deadline {
+                return Err(refuse(
+                    repo,
+                    format!(
+                        "the placeholder .git that sandbox-run keeps in a repo without one was held or removed by another process for {} s: find it with `fuser -v {}`, or give the repo a .git (git init)",
+                        PLACEHOLDER_WAIT.as_secs(),
+                        repo.join(".git").display()
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 }
