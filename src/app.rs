@@ -558,7 +558,6 @@ impl Drop for Scratch {
     }
 }
 
-/// Removes a run's placeholder `.git` when dropped.
 /// Runs allowed commands, each in a fresh sandbox: shared by `run` and `validate`.
 struct Runner<'a> {
     /// Print the setup timings after each run.
