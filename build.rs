@@ -54,7 +54,7 @@ fn main() {
 
 /// The functions a run executes, packed at the start of .text (link/text-order.txt, made by
 /// scripts/text-order): the kernel maps each code page with its 64 KiB around it, so spread
-/// out they made the supervisor map nearly the whole text (peak RSS 3.4 MiB against 2.0).
+/// out they made the supervisor map nearly the whole text (peak RSS 3.4 MiB against 1.9).
 /// Only for lld, the linker rustc uses by default for x86_64-unknown-linux-gnu: with another
 /// linker (`-C linker=...` in RUSTFLAGS) or target, the list is left out, not a failed link.
 /// Names it does not find (a stale list) are ignored.
