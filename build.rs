@@ -56,14 +56,18 @@ fn main() {
 /// scripts/text-order): the kernel maps each code page with its 64 KiB around it, so spread
 /// out they made the supervisor map nearly the whole text (peak RSS 3.4 MiB against 1.9).
 /// Only for lld, the linker rustc uses by default for x86_64-unknown-linux-gnu: with another
-/// linker (`-C linker=...` in RUSTFLAGS) or target, the list is left out, not a failed link.
+/// linker (`-C linker=...` or `-fuse-ld=` in RUSTFLAGS, or a `linker` in cargo's config, which
+/// cargo passes as RUSTC_LINKER) or target, the list is left out, not a failed link.
 /// Names it does not find (a stale list) are ignored.
 fn text_order(var: &dyn Fn(&str) -> String) {
     println!("cargo:rerun-if-changed=link/text-order.txt");
     println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     println!("cargo:rerun-if-env-changed=SANDBOX_RUN_LINK_MAP");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let list = PathBuf::from(var("CARGO_MANIFEST_DIR")).join("link/text-order.txt");
-    let own_linker = var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    let own_linker =
+        flags.contains("linker") || flags.contains("fuse-ld") || !var("RUSTC_LINKER").is_empty();
     if var("TARGET") != "x86_64-unknown-linux-gnu" || own_linker {
         return;
     }
