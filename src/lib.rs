@@ -4,6 +4,7 @@
 pub mod advice;
 pub mod app;
 pub mod canon;
+pub mod changes;
 pub mod cli;
 pub mod doctor;
 pub mod explain;
