@@ -306,7 +306,7 @@ pub struct Tree(OwnedFd);
 
 /// Copy the `user.*` extended attributes of `from` to `to` (never `user.overlay.*`, which
 /// is overlayfs's bookkeeping, nor any other namespace); best effort.
-fn copy_user_xattrs(from: &File, to: &File) {
+pub fn copy_user_xattrs(from: &File, to: &File) {
     let mut names = vec![0u8; 4096];
     // SAFETY: flistxattr into a buffer of the given length.
     let n = unsafe { libc::flistxattr(from.as_raw_fd(), names.as_mut_ptr().cast(), names.len()) };

@@ -85,3 +85,6 @@ pub enum Applied {
     /// Thrown away.
     Discarded,
 }
+
+pub mod apply;
+mod fsops;
