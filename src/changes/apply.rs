@@ -380,14 +380,19 @@ impl<'a> Ctx<'a> {
         Ok(Some(tmp))
     }
 
-    /// Undo `done` in reverse order; the paths that could not be set back.
+    /// Undo `done` in reverse order; the paths that could not be set back (and where the
+    /// old content of such a path is kept, beside it).
     fn undo(&self, done: Vec<Done>) -> Vec<(usize, PathBuf)> {
         let mut left = Vec::new();
+        // temporary names that hold old content after an exchange that could not be undone
+        let mut keep: HashSet<(i32, OsString)> = HashSet::new();
         for (n, d) in done.into_iter().rev().enumerate() {
             let fault = injected(self.faults.undo, n);
             match d {
                 Done::Temp { parent, tmp, at } => {
-                    if fault
+                    if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
+                        left.push(at);
+                    } else if fault
                         .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
                         .is_err()
                     {
@@ -429,6 +434,7 @@ impl<'a> Ctx<'a> {
                         })
                         .is_err()
                     {
+                        keep.insert((parent.as_raw_fd(), tmp));
                         left.push(at);
                     }
                 }
@@ -444,7 +450,9 @@ impl<'a> Ctx<'a> {
                         })
                         .is_err()
                     {
-                        left.push(at);
+                        let beside = at.1.parent().unwrap_or(Path::new("")).join(&old);
+                        left.push(at.clone());
+                        left.push((at.0, beside));
                     }
                 }
             }
