@@ -88,3 +88,4 @@ pub enum Applied {
 
 pub mod apply;
 mod fsops;
+pub mod owner;
