@@ -89,3 +89,4 @@ pub enum Applied {
 pub mod apply;
 mod fsops;
 pub mod owner;
+pub mod store;
