@@ -90,3 +90,4 @@ pub mod apply;
 mod fsops;
 pub mod owner;
 pub mod store;
+pub mod diff;
