@@ -50,6 +50,7 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
         } => Ok(doctor(json, requirements_md)),
         Command::Home { profile } => home_command(&profile),
         Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
+        Command::Changes { action } => crate::changes::command::run(action).map_err(Fail::usage),
     }
 }
 

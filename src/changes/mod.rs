@@ -91,3 +91,4 @@ mod fsops;
 pub mod owner;
 pub mod store;
 pub mod diff;
+pub mod command;
