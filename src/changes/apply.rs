@@ -229,18 +229,15 @@ impl<'a> Ctx<'a> {
             let parent = match parents.get(&(e.root, parent_rel.clone())) {
                 Some(p) => p.clone(),
                 None => {
-                    let fd = fs::walk_dir(
-                        self.targets[e.root].raw_fd(),
-                        &comps[..comps.len() - 1],
-                    )
-                    .map_err(|err| {
-                        self.fail(
-                            "opening the directory (no link followed) of",
-                            e.root,
-                            &e.path,
-                            err,
-                        )
-                    })?;
+                    let fd = fs::walk_dir(self.targets[e.root].raw_fd(), &comps[..comps.len() - 1])
+                        .map_err(|err| {
+                            self.fail(
+                                "opening the directory (no link followed) of",
+                                e.root,
+                                &e.path,
+                                err,
+                            )
+                        })?;
                     let fd = Rc::new(fd);
                     parents.insert((e.root, parent_rel.clone()), fd.clone());
                     fd
@@ -271,9 +268,7 @@ impl<'a> Ctx<'a> {
             (Op::Place, None) => return Ok(()),
             (_, None) => "is missing (it was there when the changes were made)",
             (Op::Chmod, Some(st)) if what_of(&st) != What::Dir => "is no longer a directory",
-            (Op::Replace, Some(st))
-                if e.kind != Kind::TypeChange && what_of(&st) != e.what =>
-            {
+            (Op::Replace, Some(st)) if e.kind != Kind::TypeChange && what_of(&st) != e.what => {
                 "changed type since the changes were made"
             }
             _ => return Ok(()),
@@ -629,7 +624,9 @@ fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Fault
     let mut error = None;
     for d in done {
         let (parent, old, at) = match d {
-            Done::Exchanged { parent, tmp, at, .. } => (parent, tmp, at),
+            Done::Exchanged {
+                parent, tmp, at, ..
+            } => (parent, tmp, at),
             Done::Aside {
                 parent, old, at, ..
             } => (parent, old, at),
@@ -637,7 +634,9 @@ fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Fault
         };
         if let Err(err) = fs::remove_all(parent.as_raw_fd(), &old) {
             let rel = at.1.parent().unwrap_or(Path::new("")).join(&old);
-            error.get_or_insert_with(|| ctx.fail("cleaning up (applied; remove it by hand)", at.0, &rel, err));
+            error.get_or_insert_with(|| {
+                ctx.fail("cleaning up (applied; remove it by hand)", at.0, &rel, err)
+            });
         }
     }
     Outcome {

@@ -73,7 +73,10 @@ fn shown(cs: &Changeset, root: usize, path: &Path) -> String {
         path.display().to_string()
     } else {
         let full = cs.roots.get(root).cloned().unwrap_or_default().join(path);
-        full.display().to_string().trim_start_matches('/').to_string()
+        full.display()
+            .to_string()
+            .trim_start_matches('/')
+            .to_string()
     }
 }
 
@@ -228,15 +231,16 @@ fn file_diff(out: &mut Vec<u8>, name: &str, old: &Thing, new: &Thing) {
     let head = |out: &mut Vec<u8>| {
         out.extend_from_slice(format!("diff --git a/{name} b/{name}\n").as_bytes());
     };
-    let body = |out: &mut Vec<u8>, a: &Thing, b: &Thing, an: &str, bn: &str| {
-        match (content(a), content(b)) {
-            (Some(x), Some(y)) if x == y => {}
-            (Some(x), Some(y)) if !super::diff::is_binary(x) && !super::diff::is_binary(y) => {
-                out.extend_from_slice(format!("--- {an}\n+++ {bn}\n").as_bytes());
-                out.extend_from_slice(&super::diff::hunks(x, y, 3));
-            }
-            _ => out.extend_from_slice(format!("Binary files {an} and {bn} differ\n").as_bytes()),
+    let body = |out: &mut Vec<u8>, a: &Thing, b: &Thing, an: &str, bn: &str| match (
+        content(a),
+        content(b),
+    ) {
+        (Some(x), Some(y)) if x == y => {}
+        (Some(x), Some(y)) if !super::diff::is_binary(x) && !super::diff::is_binary(y) => {
+            out.extend_from_slice(format!("--- {an}\n+++ {bn}\n").as_bytes());
+            out.extend_from_slice(&super::diff::hunks(x, y, 3));
         }
+        _ => out.extend_from_slice(format!("Binary files {an} and {bn} differ\n").as_bytes()),
     };
     let a_name = format!("a/{name}");
     let b_name = format!("b/{name}");
@@ -301,8 +305,10 @@ fn diff(id: &str) -> Result<i32, String> {
             (Thing::Dir(a), Thing::Dir(b)) => {
                 if a != b {
                     out.extend_from_slice(
-                        format!("diff --git a/{name} b/{name}\nold mode 040{a:o}\nnew mode 040{b:o}\n")
-                            .as_bytes(),
+                        format!(
+                            "diff --git a/{name} b/{name}\nold mode 040{a:o}\nnew mode 040{b:o}\n"
+                        )
+                        .as_bytes(),
                     );
                 }
             }
@@ -328,12 +334,8 @@ fn open_roots(cs: &Changeset) -> Result<Vec<Tree>, String> {
     cs.roots
         .iter()
         .map(|r| {
-            Tree::open(r).map_err(|e| {
-                format!(
-                    "changes: opening {} (no link followed): {e}",
-                    r.display()
-                )
-            })
+            Tree::open(r)
+                .map_err(|e| format!("changes: opening {} (no link followed): {e}", r.display()))
         })
         .collect()
 }
@@ -373,8 +375,8 @@ fn changed_since(s: &Stored) -> Result<Vec<String>, String> {
 /// The repo root's owner and that user's group (from the passwd file; else the root's).
 fn owner_of(repo: &Path) -> Result<(u32, u32), String> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(repo)
-        .map_err(|e| format!("changes: {}: {e}", repo.display()))?;
+    let m =
+        std::fs::symlink_metadata(repo).map_err(|e| format!("changes: {}: {e}", repo.display()))?;
     let uid = m.uid();
     let gid = std::fs::read_to_string("/etc/passwd")
         .ok()

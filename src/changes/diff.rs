@@ -210,7 +210,10 @@ mod tests {
         assert_eq!(h("", "a\nb\n"), "@@ -0,0 +1,2 @@\n+a\n+b\n");
         assert_eq!(h("a\n", ""), "@@ -1 +0,0 @@\n-a\n");
         assert_eq!(
-            h("1\n2\n3\n4\n5\n6\n7\n8\n9\n", "1\n2\n3\n4\nfive\n6\n7\n8\n9\n"),
+            h(
+                "1\n2\n3\n4\n5\n6\n7\n8\n9\n",
+                "1\n2\n3\n4\nfive\n6\n7\n8\n9\n"
+            ),
             "@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+five\n 6\n 7\n 8\n"
         );
         // two changes far apart: two hunks

@@ -87,8 +87,8 @@ pub enum Applied {
 }
 
 pub mod apply;
+pub mod command;
+pub mod diff;
 mod fsops;
 pub mod owner;
 pub mod store;
-pub mod diff;
-pub mod command;

@@ -85,11 +85,15 @@ fn drop_to(uid: u32, gid: u32) -> Result<(), String> {
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: getresuid into three integers we own.
     if unsafe { libc::getresuid(&mut r, &mut e, &mut s) } != 0 || (r, e, s) != (uid, uid, uid) {
-        return Err(format!("running as uid {uid}: the user IDs did not all change"));
+        return Err(format!(
+            "running as uid {uid}: the user IDs did not all change"
+        ));
     }
     // SAFETY: getresgid into three integers we own.
     if unsafe { libc::getresgid(&mut r, &mut e, &mut s) } != 0 || (r, e, s) != (gid, gid, gid) {
-        return Err(format!("running as uid {uid}: the group IDs did not all change"));
+        return Err(format!(
+            "running as uid {uid}: the group IDs did not all change"
+        ));
     }
     Ok(())
 }

@@ -166,7 +166,10 @@ fn changes_dir(create: bool) -> Result<Option<(PathBuf, Tree)>, String> {
         if st.st_uid != me {
             return Err(fail(
                 &path,
-                format!("is owned by uid {}, not by you (uid {me}): refused", st.st_uid),
+                format!(
+                    "is owned by uid {}, not by you (uid {me}): refused",
+                    st.st_uid
+                ),
             ));
         }
         tree = next;
@@ -335,19 +338,13 @@ impl Layer {
         fs::mkdir(dirfd, name)?;
         self.own(dirfd, name)?;
         let fd = fs::open_dir(dirfd, name)?;
-        self.modes
-            .push((fs::open_dir(dirfd, name)?, mode & 0o1777));
+        self.modes.push((fs::open_dir(dirfd, name)?, mode & 0o1777));
         Ok(fd)
     }
 
     /// The directory `comps` below `top` in the layer, made on the way with the modes the
     /// repo's directories have.
-    fn parent(
-        &mut self,
-        top: &OwnedFd,
-        host: &Tree,
-        comps: &[&OsStr],
-    ) -> std::io::Result<OwnedFd> {
+    fn parent(&mut self, top: &OwnedFd, host: &Tree, comps: &[&OsStr]) -> std::io::Result<OwnedFd> {
         let mut fd = fs::walk_dir(top.as_raw_fd(), &[])?;
         let mut hostdir = fs::walk_dir(host.raw_fd(), &[]).ok();
         for n in comps {
@@ -480,8 +477,8 @@ fn keep_in(
         modes: Vec::new(),
     };
     fs::mkdir(idtree.raw_fd(), OsStr::new("tree")).map_err(|e| fail("in", &here, e))?;
-    let trees = fs::open_dir(idtree.raw_fd(), OsStr::new("tree"))
-        .map_err(|e| fail("in", &here, e))?;
+    let trees =
+        fs::open_dir(idtree.raw_fd(), OsStr::new("tree")).map_err(|e| fail("in", &here, e))?;
     let mut tops = Vec::new();
     for (i, host) in hosts.iter().enumerate() {
         let mode = fs::fstat(host.raw_fd())
@@ -557,7 +554,8 @@ pub fn list() -> Result<Vec<Result<Stored, (String, String)>>, String> {
     let Some((dir, changes)) = changes_dir(false)? else {
         return Ok(Vec::new());
     };
-    let names = fs::names(changes.raw_fd()).map_err(|e| format!("changes {}: {e}", dir.display()))?;
+    let names =
+        fs::names(changes.raw_fd()).map_err(|e| format!("changes {}: {e}", dir.display()))?;
     let mut out: Vec<Result<Stored, (String, String)>> = names
         .into_iter()
         .filter_map(|n| n.into_string().ok())
@@ -596,7 +594,15 @@ mod tests {
     #[test]
     fn ids_are_checked_when_read_back() {
         assert!(valid_id("cabcdefg2"));
-        for bad in ["", "c", "cabcdefg1", "xabcdefg2", "cABCDEFG2", "c../../..", "cabcdefg22"] {
+        for bad in [
+            "",
+            "c",
+            "cabcdefg1",
+            "xabcdefg2",
+            "cABCDEFG2",
+            "c../../..",
+            "cabcdefg22",
+        ] {
             assert!(!valid_id(bad), "{bad}");
         }
         assert!(open("../../etc").unwrap_err().contains("changes list"));

@@ -103,7 +103,10 @@ fn entry(path: &str, kind: Kind, what: What, mode: u32) -> Entry {
 fn whiteout(p: &Path) {
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: mknod of a NUL-terminated path: a character device 0:0 (an overlayfs whiteout).
-    assert_eq!(unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, 0) }, 0);
+    assert_eq!(
+        unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, 0) },
+        0
+    );
 }
 
 const BEFORE: &[(&str, N)] = &[
@@ -356,7 +359,9 @@ fn what_cannot_be_undone_is_reported() {
             assert!(now.contains_key(&left[1]), "{now:?}");
         }
         assert!(
-            partial.keys().all(|p| !p.to_string_lossy().contains(".sbx-")),
+            partial
+                .keys()
+                .all(|p| !p.to_string_lossy().contains(".sbx-")),
             "{k}: {partial:?}"
         );
         s.reset();
@@ -429,8 +434,12 @@ fn a_name_too_long_rolls_back() {
     let s = Setup::new("toolong");
     let before = snapshot(&s.repo);
     let mut cs = changeset(&s.repo);
-    cs.entries
-        .push(entry(&format!("sub/{}", "n".repeat(300)), Kind::Added, What::File, 0o644));
+    cs.entries.push(entry(
+        &format!("sub/{}", "n".repeat(300)),
+        Kind::Added,
+        What::File,
+        0o644,
+    ));
     let o = s.apply(&cs, &Faults::default());
     assert_eq!(o.applied, Applied::None);
     assert!(o.error.unwrap().contains("os error 36"));
