@@ -520,6 +520,16 @@ impl Tree {
 
     /// Make the directory `name`, or give an existing one `mode`.
     pub fn make_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<()> {
+        self.make_dir_as(name, mode, None)
+    }
+
+    /// [`Tree::make_dir`], and give the directory to `owner` (uid, gid) when one is named.
+    pub fn make_dir_as(
+        &self,
+        name: &std::ffi::OsStr,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<()> {
         let c = entry_name(name)?;
         // SAFETY: mkdirat on our dir fd with a plain NUL-terminated name.
         let r = unsafe { libc::mkdirat(self.raw_fd(), c.as_ptr(), 0o700) };
@@ -527,6 +537,10 @@ impl Tree {
             return Err(io::Error::last_os_error());
         }
         let sub = self.child(name)?;
+        if let Some((uid, gid)) = owner {
+            // SAFETY: fchown of an fd we own.
+            check(unsafe { libc::fchown(sub.raw_fd(), uid, gid) })?;
+        }
         // SAFETY: fchmod of an fd we own.
         check(unsafe { libc::fchmod(sub.raw_fd(), mode) })
     }
@@ -553,11 +567,22 @@ impl Tree {
         })
     }
 
-    /// A name no entry has, for a file about to be renamed over another.
+    /// A name no entry has, for a file about to be renamed over another. Random as well as
+    /// counted: pid 1 of a sandbox always has pid 1, and an entry a hostile run left under a
+    /// name known in advance would make every later `O_EXCL` create fail.
     fn temp_name() -> CString {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        CString::new(format!(".sandbox-run-{}-{n}", std::process::id())).unwrap_or_default()
+        let mut r = [0u8; 8];
+        // SAFETY: getrandom into a stack buffer of the given length; a short read leaves
+        // zeros, which only makes the name less unpredictable.
+        unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), libc::GRND_NONBLOCK) };
+        CString::new(format!(
+            ".sandbox-run-{}-{n}-{:016x}",
+            std::process::id(),
+            u64::from_ne_bytes(r)
+        ))
+        .unwrap_or_default()
     }
 
     /// A fresh file beside the others, under a name no entry has, to be renamed over one.
@@ -586,6 +611,18 @@ impl Tree {
         mode: u32,
         like: &libc::stat,
     ) -> io::Result<u64> {
+        self.put_file_as(name, data, mode, like, None)
+    }
+
+    /// [`Tree::put_file`], the new file given to `owner` (uid, gid) before it takes its name.
+    pub fn put_file_as(
+        &self,
+        name: &std::ffi::OsStr,
+        data: &mut File,
+        mode: u32,
+        like: &libc::stat,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<u64> {
         let c = entry_name(name)?;
         let (tmp, mut out) = self.create_temp()?;
         let times = [
@@ -600,6 +637,10 @@ impl Tree {
         ];
         let done = io::copy(data, &mut out).and_then(|n| {
             copy_user_xattrs(data, &out);
+            if let Some((uid, gid)) = owner {
+                // SAFETY: fchown of an fd we own.
+                check(unsafe { libc::fchown(out.as_raw_fd(), uid, gid) })?;
+            }
             // SAFETY: fchmod and futimens of an fd we own, with a two-element times array.
             check(unsafe { libc::fchmod(out.as_raw_fd(), mode) })?;
             // SAFETY: as above.
@@ -632,13 +673,36 @@ impl Tree {
 
     /// Put a link to `target` at `name`, replacing what was there.
     pub fn put_link(&self, name: &std::ffi::OsStr, target: &std::ffi::OsStr) -> io::Result<()> {
+        self.put_link_as(name, target, None)
+    }
+
+    /// [`Tree::put_link`], the link (not what it names) given to `owner` (uid, gid).
+    pub fn put_link_as(
+        &self,
+        name: &std::ffi::OsStr,
+        target: &std::ffi::OsStr,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<()> {
         let c = entry_name(name)?;
         let t = CString::new(target.as_bytes())
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let tmp = Self::temp_name();
         // SAFETY: symlinkat with NUL-terminated strings on our dir fd.
         check(unsafe { libc::symlinkat(t.as_ptr(), self.raw_fd(), tmp.as_ptr()) })?;
-        self.rename_over(&tmp, &c, name, Ok(()))
+        let done = match owner {
+            // SAFETY: fchownat of our own new link, never following it.
+            Some((uid, gid)) => check(unsafe {
+                libc::fchownat(
+                    self.raw_fd(),
+                    tmp.as_ptr(),
+                    uid,
+                    gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            }),
+            None => Ok(()),
+        };
+        self.rename_over(&tmp, &c, name, done)
     }
 
     /// Rename `tmp` over `c` when `done` succeeded (a directory there is removed first), else
