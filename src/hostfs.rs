@@ -297,6 +297,46 @@ impl Dir {
     }
 }
 
+/// Make the mount point `rel` beneath the directory `root` (a place the command can write: the
+/// kept home, a read-write repo) when it is missing: directories 0755, and at the end an empty
+/// file 0644 when `file`. Nothing on the way is followed or removed: a link there, or a file
+/// where a directory goes, is an error (`ELOOP`, `ENOTDIR`). Returns the mount point opened
+/// with `O_PATH`, to mount onto by fd.
+pub fn mount_point_beneath(root: &Path, rel: &Path, file: bool) -> io::Result<OwnedFd> {
+    let dir = Dir::open(root)?;
+    let rel = relative(rel)?;
+    let n = rel.components().count();
+    let mut at = PathBuf::new();
+    for (i, c) in rel.components().enumerate() {
+        let want_file = file && i + 1 == n;
+        let parent = dir.open_at(&at, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+        at.push(c);
+        let name = c_path(Path::new(c.as_os_str()))?;
+        let r = match dir.kind(&at)? {
+            Some(Kind::Dir) if !want_file => continue,
+            Some(Kind::File) if want_file => continue,
+            Some(Kind::Symlink) => return Err(io::Error::from_raw_os_error(libc::ELOOP)),
+            Some(Kind::Dir) => return Err(io::Error::from_raw_os_error(libc::EISDIR)),
+            Some(_) => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+            // SAFETY: mknodat of a regular file in a directory fd reached without links.
+            None if want_file => unsafe {
+                libc::mknodat(parent.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
+            },
+            // SAFETY: mkdirat in a directory fd reached without links, a plain name.
+            None => unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) },
+        };
+        if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // Opened again, not followed: a link put there meanwhile is the link itself, refused.
+    let fd = dir.open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+    match (kind_of(fstat(&fd)?.st_mode), file) {
+        (Kind::Dir, false) | (Kind::File, true) => Ok(fd),
+        _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+    }
+}
+
 /// A directory opened for reading and writing by name, one level at a time: every name is a
 /// plain entry of it (never `..`, never a path), opened with `O_NOFOLLOW`, and files are
 /// replaced by renaming a new one over them, so no link in the tree is ever followed. Used by

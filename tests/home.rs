@@ -654,3 +654,62 @@ fn seeding_another_users_home_needs_root() {
     r.assert_code(125);
     assert!(r.stderr.contains("only root"), "{r}");
 }
+
+/// A toolchain under `$HOME` is bound over the kept home, so its mount point is made in the
+/// kept home, which the last run wrote: a link it left on the way (`~/.local` -> a host
+/// directory, as seen from the mount namespace while the root is built) is never followed:
+/// the run is refused naming the path (exit 125), nothing is made where the link pointed, and
+/// with the link removed the tool runs again.
+#[test]
+fn a_mount_point_in_the_kept_home_is_not_reached_through_a_link() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("home-mountpoint");
+    let repo = f.repo("repo");
+    let p = ci(&f);
+    let home = f.path("h");
+    let tool = home.join(".local/bin");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(tool.join("make"), "#!/bin/sh\necho tool-ran\n").unwrap();
+    std::fs::set_permissions(tool.join("make"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = f.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let run = |path: &str, script: &str| {
+        let mut c = sandbox_command(&p, &repo, &["--home", "persist"], &["bash", "-c", script]);
+        c.env("XDG_STATE_HOME", f.path("state"))
+            .env("HOME", &home)
+            .env("PATH", path);
+        run_command(c, LIMIT)
+    };
+    let with_tool = format!("{}:/usr/bin:/bin", tool.display());
+    // positive control: the tool runs from its bind in the kept home
+    let r = run(&with_tool, "make");
+    r.assert_code(0);
+    assert!(r.stdout.contains("tool-ran"), "{r}");
+    // the hostile run (no tool bound): ~/.local becomes a link to a host directory, by the
+    // path the host's tree has in the mount namespace while the new root is built
+    let r = run(
+        "/usr/bin:/bin",
+        &format!(
+            "rm -rf \"$HOME/.local\" && ln -s /oldroot{} \"$HOME/.local\" && ls -la \"$HOME\"",
+            outside.display()
+        ),
+    );
+    r.assert_code(0);
+    let r = run(&with_tool, "make");
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "a mount point was made through the link:\n{r}"
+    );
+    r.assert_code(125);
+    assert!(
+        r.stderr.contains(".local/bin") && r.stderr.contains("symbolic links"),
+        "{r}"
+    );
+    std::fs::remove_file(kept_home(&f, &p).join(".local")).unwrap();
+    let r = run(&with_tool, "make");
+    r.assert_code(0);
+    assert!(r.stdout.contains("tool-ran"), "{r}");
+}
