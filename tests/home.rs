@@ -713,3 +713,46 @@ fn a_mount_point_in_the_kept_home_is_not_reached_through_a_link() {
     r.assert_code(0);
     assert!(r.stdout.contains("tool-ran"), "{r}");
 }
+
+/// Root seeding another user's kept home (`--user`): the home is that user's (under their
+/// passwd home, as a run of a repo they own uses it), and so is every copy (root only).
+#[test]
+fn root_seeds_another_users_home_as_that_user() {
+    if !is_root() {
+        return;
+    }
+    let user = std::env::var("SANDBOX_RUN_TEST_USER").unwrap_or_else(|_| "sbxtest".into());
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let Some((uid, home)) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[0] == user).then(|| (f[2].parse::<u32>().ok(), PathBuf::from(f[5])))
+    }) else {
+        skip(
+            "test user",
+            &format!("no user {user} to seed a kept home for"),
+        );
+        return;
+    };
+    let uid = uid.unwrap();
+    if !home.is_dir() {
+        skip("test user", &format!("{user} has no home directory"));
+        return;
+    }
+    let f = Fixture::new("home-seed-root");
+    let p = ci(&f);
+    let files = user_files(&f);
+    let r = seed_cmd(
+        &f,
+        &p,
+        &files,
+        &["--user", &user, "--seed", ".claude", ".netrc"],
+    );
+    r.assert_code(0);
+    let dir = PathBuf::from(r.stdout.trim());
+    assert!(dir.starts_with(&home), "{r}");
+    for e in ["", ".claude", ".claude/.credentials.json", ".netrc"] {
+        let m = std::fs::symlink_metadata(dir.join(e)).unwrap();
+        assert_eq!(m.uid(), uid, "{} is not {user}'s", dir.join(e).display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

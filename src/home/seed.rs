@@ -458,6 +458,30 @@ mod tests {
         std::fs::remove_dir_all(&b).unwrap();
     }
 
+    /// Root seeding another user's kept home: every entry it makes is that user's, the link
+    /// itself included (root only).
+    #[test]
+    fn root_gives_the_copies_to_the_homes_owner() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let b = scratch("owner");
+        symlink("x", b.join("src/.claude/l")).unwrap();
+        std::os::unix::fs::chown(b.join("home"), Some(4321), Some(4322)).unwrap();
+        run(&b, &[".claude", ".claude.json"]).unwrap();
+        for p in [
+            ".claude",
+            ".claude/sub",
+            ".claude/sub/creds",
+            ".claude/l",
+            ".claude.json",
+        ] {
+            let m = std::fs::symlink_metadata(b.join("home").join(p)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (4321, 4322), "{p}");
+        }
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
     /// A link in a seed is copied as a link; set-ID bits are dropped, modes kept; a seed
     /// containing the kept home or inside it is refused before anything is written.
     #[test]
