@@ -232,6 +232,17 @@ fn the_callers_git_identity_commits_inside_and_nothing_else_of_its_config() {
     r.assert_code(0);
     assert!(!r.stdout.contains("fsmonitor"), "{r}");
     assert!(r.stdout.contains("user.name=Ada Caller"), "{r}");
+    // what the last run left at ~/.gitconfig (a directory, a FIFO), or under the name pid 1
+    // once used for its temporary file, neither stops the next run nor is written through
+    for plant in [
+        "rm -f ~/.gitconfig && mkdir -p ~/.gitconfig/x ~/.gitconfig.sandbox-run-1/y",
+        "rm -rf ~/.gitconfig && mkfifo ~/.gitconfig",
+    ] {
+        run(&["--home", "persist"], plant).assert_code(0);
+        let r = run(&["--home", "persist"], "git config --global user.name");
+        r.assert_code(0);
+        assert_eq!(r.stdout.trim(), "Ada Caller", "{plant}: {r}");
+    }
     // a tmp home has it too
     let r = run(&[], "git config --global user.email");
     assert_eq!(r.stdout.trim(), "ada@example.invalid", "{r}");
