@@ -576,7 +576,30 @@ impl Tree {
         if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
             return Err(io::Error::last_os_error());
         }
-        let sub = self.child(name)?;
+        let sub = match self.child(name) {
+            // A directory of ours with no read or search permission (a run may leave one so):
+            // given 0700 through an O_PATH fd of it (not a link: O_NOFOLLOW|O_DIRECTORY), then
+            // opened again.
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                // SAFETY: openat on our dir fd with a plain NUL-terminated name.
+                let fd = unsafe {
+                    libc::openat(
+                        self.raw_fd(),
+                        c.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    )
+                };
+                check(fd)?;
+                // SAFETY: a fresh fd from the kernel.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                std::fs::set_permissions(
+                    format!("/proc/self/fd/{}", fd.as_raw_fd()),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                )?;
+                self.child(name)?
+            }
+            r => r?,
+        };
         if let Some((uid, gid)) = owner {
             // SAFETY: fchown of an fd we own.
             check(unsafe { libc::fchown(sub.raw_fd(), uid, gid) })?;

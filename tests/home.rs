@@ -488,14 +488,20 @@ fn seed_cmd(f: &Fixture, p: &Path, cwd: &Path, extra: &[&str]) -> Run {
 
 /// What a hostile run under `--home persist` leaves in its kept home for the user's next
 /// seeding: `~/.claude.json` a link to a file of the repo, `~/.npmrc` a link to a host file
-/// outside the repo, `~/.claude` a link to a directory of the repo, `~/.netrc` a FIFO.
+/// outside the repo, `~/.claude` a link to a directory of the repo, `~/.netrc` a FIFO, in a
+/// real `~/.codex` `auth.json` a link to another file of the repo, and a `~/.gemini` of mode
+/// 000.
 fn plant(f: &Fixture, p: &Path, repo: &Path, outside: &Path) {
     std::fs::write(repo.join("leak.json"), "repo-original\n").unwrap();
+    std::fs::write(repo.join("leak2.json"), "repo-original\n").unwrap();
     std::fs::create_dir_all(repo.join("leakdir")).unwrap();
     let script = format!(
-        "cd \"$HOME\" && rm -rf .claude .claude.json .npmrc .netrc && \
+        "cd \"$HOME\" && chmod -R u+rwx .codex .gemini 2>/dev/null; \
+         rm -rf .claude .claude.json .npmrc .netrc .codex .gemini && \
          ln -s {repo}/leak.json .claude.json && ln -s {outside} .npmrc && \
-         ln -s {repo}/leakdir .claude && mkfifo .netrc && ls -la",
+         ln -s {repo}/leakdir .claude && mkfifo .netrc && \
+         mkdir .codex .gemini && ln -s {repo}/leak2.json .codex/auth.json && \
+         chmod 000 .gemini && ls -la",
         repo = repo.display(),
         outside = outside.display()
     );
@@ -520,6 +526,10 @@ fn user_files(f: &Fixture) -> PathBuf {
     )
     .unwrap();
     std::fs::set_permissions(u.join(".netrc"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir_all(u.join(".codex")).unwrap();
+    std::fs::write(u.join(".codex/auth.json"), "{\"codex\":\"codex-secret\"}\n").unwrap();
+    std::fs::create_dir_all(u.join(".gemini")).unwrap();
+    std::fs::write(u.join(".gemini/settings.json"), "{}\n").unwrap();
     u
 }
 
@@ -538,7 +548,14 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
     let repo = f.repo("repo");
     let outside = f.write("outside/host-file", "outside-original\n");
     let user = user_files(&f);
-    let seeds = [".claude", ".claude.json", ".npmrc", ".netrc"];
+    let seeds = [
+        ".claude",
+        ".claude.json",
+        ".npmrc",
+        ".codex",
+        ".gemini",
+        ".netrc",
+    ];
     let unchanged = |what: &str| {
         assert_eq!(
             std::fs::read_to_string(repo.join("leak.json")).unwrap(),
@@ -549,6 +566,11 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
             std::fs::read_to_string(&outside).unwrap(),
             "outside-original\n",
             "{what}: the host file outside changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(repo.join("leak2.json")).unwrap(),
+            "repo-original\n",
+            "{what}: the repo file behind a link in a directory changed"
         );
         assert_eq!(
             std::fs::read_dir(repo.join("leakdir")).unwrap().count(),
@@ -565,7 +587,7 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
     r.assert_code(0);
     let dir = kept_home(&f, &clean);
     assert_eq!(r.stdout.trim(), dir.to_str().unwrap(), "{r}");
-    assert!(r.stderr.contains("4 files"), "{r}");
+    assert!(r.stderr.contains("6 files"), "{r}");
     assert_eq!(
         std::fs::read_to_string(dir.join(".claude/.credentials.json")).unwrap(),
         "claude-oauth-secret\n"
@@ -591,6 +613,8 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
         (".claude.json", "{\"userID\":\"claude-json-secret\"}\n"),
         (".npmrc", "//registry/:_authToken=npm-secret\n"),
         (".netrc", "machine h login u password netrc-secret\n"),
+        (".codex/auth.json", "{\"codex\":\"codex-secret\"}\n"),
+        (".gemini/settings.json", "{}\n"),
     ] {
         let at = dir.join(name);
         let m = std::fs::symlink_metadata(&at).unwrap();
@@ -608,6 +632,7 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
         ".claude.json (was a symlink",
         ".claude (was a symlink",
         ".netrc (was a FIFO",
+        ".codex/auth.json (was a symlink",
     ] {
         assert!(r.stderr.contains(was), "{was} not listed:\n{r}");
     }
@@ -638,7 +663,7 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
     std::fs::remove_file(dir.join(".netrc")).unwrap(); // cp would block on the FIFO
     let mut c = Command::new("cp");
     c.arg("-r")
-        .args(&seeds[..3])
+        .args(&seeds[..4])
         .arg(format!("{}/", dir.display()))
         .current_dir(&user);
     let r = run_command(c, LIMIT);
@@ -648,7 +673,10 @@ fn seeding_never_writes_through_what_a_hostile_run_left() {
             .contains("claude-json-secret")
             && std::fs::read_to_string(&outside)
                 .unwrap()
-                .contains("npm-secret"),
+                .contains("npm-secret")
+            && std::fs::read_to_string(repo.join("leak2.json"))
+                .unwrap()
+                .contains("codex-secret"),
         "cp -r did not write through the links, so this test proves nothing:\n{r}"
     );
 }
