@@ -62,7 +62,7 @@ impl Seeded {
         );
         if !self.replaced.is_empty() {
             s.push_str(&format!(
-                "; replaced {} entr{} in the way (links or special files left by earlier runs; -v lists them)",
+                "; replaced {} entr{} in the way (a link, a FIFO, or a file where a directory goes: left by a run; -v lists them)",
                 self.replaced.len(),
                 if self.replaced.len() == 1 { "y" } else { "ies" }
             ));
@@ -218,6 +218,10 @@ fn walk(
         let same = match fmt(old.st_mode) {
             libc::S_IFDIR => fmt(st.st_mode) == libc::S_IFDIR,
             libc::S_IFREG => fmt(st.st_mode) == libc::S_IFREG,
+            // the link an earlier seed copied: replaced all the same, but not news
+            libc::S_IFLNK if fmt(st.st_mode) == libc::S_IFLNK => {
+                matches!((to.read_link(name), from.read_link(name)), (Ok(a), Ok(b)) if a == b)
+            }
             _ => false,
         };
         if !same {
