@@ -321,7 +321,14 @@ fn walk(
                 to.put_link_as(name, &target, cx.owner)
                     .map_err(|e| dst_fail("making the link", e))?;
                 cx.done.links += 1;
-                if cx.verbose {
+                if depth == 0 {
+                    // A dotfile linked from elsewhere: the copy will likely dangle inside.
+                    (cx.log)(format!(
+                        "seed: {} is a link (to {}): copied as a link, not what it names (name that file to copy it; it keeps its own name)",
+                        shown.display(),
+                        target.to_string_lossy()
+                    ));
+                } else if cx.verbose {
                     (cx.log)(format!(
                         "seed: {} -> {} (a link, copied as a link: what it names is not copied)",
                         rel.display(),
