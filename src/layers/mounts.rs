@@ -873,7 +873,6 @@ fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
     Ok(())
 }
 
-/// Recursive bind, as the source is (see [`bind`]).
 /// A bind below a writable place (`root`): its mount point made and mounted onto by fd,
 /// never reached through a link the command left there (see
 /// [`crate::hostfs::mount_point_beneath`]); the source, a host path, is opened as `mount`
@@ -896,6 +895,7 @@ fn bind_beneath(src: &Path, root: &Path, rel: &Path, ro: bool) -> Result<(), Ste
         .map_err(|e| StepError::new(Step::MountBind, e))
 }
 
+/// Recursive bind, as the source is (see [`bind`]).
 fn mount_rbind(src: &Path, dst: &Path) -> Result<(), StepError> {
     let none: Option<&str> = None;
     mount(
