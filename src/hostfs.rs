@@ -1049,6 +1049,29 @@ mod tests {
     }
 
     #[test]
+    fn mount_points_are_made_without_links() {
+        let b = scratch("mountpoint");
+        let home = b.join("repo");
+        std::fs::create_dir_all(b.join("outside")).unwrap();
+        // made when missing, a directory or an empty file
+        let fd = mount_point_beneath(&home, Path::new(".cargo/bin"), false).unwrap();
+        assert_eq!(kind_of(fstat(&fd).unwrap().st_mode), Kind::Dir);
+        mount_point_beneath(&home, Path::new(".rustup/settings.toml"), true).unwrap();
+        assert!(home.join(".rustup/settings.toml").is_file());
+        // a link on the way, or at the end, is refused and nothing is made where it points
+        symlink(b.join("outside"), home.join(".local")).unwrap();
+        let e = mount_point_beneath(&home, Path::new(".local/bin"), false).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert!(mount_point_beneath(&home, Path::new(".local"), false).is_err());
+        assert_eq!(std::fs::read_dir(b.join("outside")).unwrap().count(), 0);
+        // a file where a directory goes
+        std::fs::write(home.join(".nvm"), "x").unwrap();
+        assert!(mount_point_beneath(&home, Path::new(".nvm/versions"), false).is_err());
+        assert!(mount_point_beneath(&home, Path::new("../outside/x"), false).is_err());
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
     fn lexical_normalizes_without_the_filesystem() {
         assert_eq!(
             lexical(Path::new("/a/b"), Path::new("../c/./d")),
