@@ -47,6 +47,15 @@ pub enum Command {
     Home {
         /// Profile name or path to a .toml file.
         profile: String,
+        /// Copy these files and directories (e.g. `~/.claude ~/.claude.json`) into the kept
+        /// home, each under its own name, following no link on either side: whatever an
+        /// earlier run left in the way (a link, a FIFO) is replaced, never written through.
+        #[arg(long, value_name = "PATH", num_args = 1..)]
+        seed: Vec<PathBuf>,
+        /// Root only: the kept home of this user (name or uid), as a run of a repo the user
+        /// owns uses it; seeded copies are given to that user.
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
     },
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {

@@ -464,6 +464,11 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     //    scratch root; one tmpfs less to make and to tear down).
     mount(Some(NEW), NEW, none, MsFlags::MS_BIND, none).map_err(err(Step::MountRoot))?;
     let mut b = Build::new()?;
+    b.writable = ops
+        .iter()
+        .filter(|op| matches!(op, Op::Bind { ro: false, .. } | Op::Overlay { .. }))
+        .map(Op::dst)
+        .collect();
     let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
     let places = Places::new(ops, &dsts);
     // A link with a mount planned below it (added after `plan`) is bound instead: a mount
@@ -603,6 +608,9 @@ struct Build {
     /// The directory of the new root the last link went into, opened, and whether it is on
     /// the root tmpfs.
     dir: Option<(PathBuf, std::os::fd::OwnedFd, bool)>,
+    /// Where read-write binds and overlays go (a kept home, a read-write repo): what the
+    /// command, or its last run, may have filled with links.
+    writable: Vec<PathBuf>,
 }
 
 impl Build {
@@ -612,7 +620,17 @@ impl Build {
             dev: std::os::unix::fs::MetadataExt::dev(&root),
             unsealed: Vec::new(),
             dir: None,
+            writable: Vec::new(),
         })
+    }
+
+    /// The deepest writable place strictly above `dst`, and `dst` relative to it.
+    fn beneath_writable(&self, dst: &Path) -> Option<(PathBuf, PathBuf)> {
+        self.writable
+            .iter()
+            .filter(|w| dst != w.as_path())
+            .filter_map(|w| Some((w.clone(), dst.strip_prefix(w).ok()?.to_path_buf())))
+            .max_by_key(|(w, _)| w.components().count())
     }
 
     /// The root tmpfs and the binds of the first part: read-only, nosuid, nodev, with every
@@ -719,6 +737,9 @@ fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
 fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let bind_ro = |b: &mut Build, src: &Path, dst: &Path, ro: bool| -> Result<(), StepError> {
+        if let Some((root, rel)) = b.beneath_writable(dst) {
+            return bind_beneath(src, &root, &rel, ro);
+        }
         let src = under(OLD, src);
         let dst = under(NEW, dst);
         mount_point(&dst, !src.is_dir(), Step::MountBind)?;
@@ -950,6 +971,28 @@ fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
     // Fails harmlessly (EINVAL/EPERM) when the owner is not mapped in the namespace.
     let _ = std::os::unix::fs::chown(to, Some(m.uid()), Some(m.gid()));
     Ok(())
+}
+
+/// A bind below a writable place (`root`): its mount point made and mounted onto by fd,
+/// never reached through a link the command left there (see
+/// [`crate::hostfs::mount_point_beneath`]); the source, a host path, is opened as `mount`
+/// would.
+fn bind_beneath(src: &Path, root: &Path, rel: &Path, ro: bool) -> Result<(), StepError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = under(OLD, src);
+    let from = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(&src)
+        .map_err(io_err(Step::MountBind))?;
+    let target = crate::hostfs::mount_point_beneath(
+        &under(NEW, root),
+        rel,
+        !from.metadata().map_err(io_err(Step::MountBind))?.is_dir(),
+    )
+    .map_err(io_err(Step::MountBind))?;
+    crate::layers::git::bind_fd(&from.into(), &target, ro)
+        .map_err(|e| StepError::new(Step::MountBind, e))
 }
 
 /// Recursive bind, as the source is (see [`bind`]).
