@@ -336,3 +336,126 @@ fn discarded_changes_never_touch_the_repo() {
     );
     assert!(!repo.join("new.txt").exists());
 }
+
+/// `sandbox-run` on its own (the `changes` commands), with the fixture's state directory.
+fn changes(f: &Fixture, args: &[&str]) -> Run {
+    let mut c = std::process::Command::new(BIN);
+    c.arg("changes")
+        .args(args)
+        .env("XDG_STATE_HOME", f.path("state"))
+        .current_dir(&f.dir);
+    run_command(c, slack_secs(60))
+}
+
+/// The review path: an agent's edit kept (`--changes keep`) leaves the repo untouched; `changes
+/// show` and `diff` list it; a `validate` run with it laid over the repo sees it, the repo
+/// still untouched; `changes apply` brings it; one kept before the repo changed at its paths is
+/// refused, naming them; `--changes discard` leaves nothing.
+#[test]
+fn an_edit_is_kept_reviewed_tested_and_applied() {
+    if !sandbox_works() || !disk_cap_works() {
+        return;
+    }
+    if which("node").is_none() {
+        skip_tool("node is not installed");
+        return;
+    }
+    let f = Fixture::new("wayback-review");
+    let repo = f.repo("repo");
+    std::fs::write(
+        repo.join("check.js"),
+        "console.log(require('fs').readFileSync('inside.txt', 'utf8').trim())\n",
+    )
+    .unwrap();
+    let state = f.path("state");
+    let edit = "echo 'the agent was here' > inside.txt; echo new > added.txt\n";
+    let keep = |f: &Fixture| {
+        let (r, v) = {
+            let rep = f.path("report.json");
+            let _ = std::fs::remove_file(&rep);
+            let p = ci_profile(f);
+            std::fs::write(repo.join(".sandbox-test.sh"), edit).unwrap();
+            let mut c = sandbox_command(
+                &p,
+                &repo,
+                &["--changes", "keep", "--report", rep.to_str().unwrap()],
+                &["bash", ".sandbox-test.sh"],
+            );
+            c.env("XDG_STATE_HOME", &state);
+            let r = run_command(c, slack_secs(60));
+            let _ = std::fs::remove_file(repo.join(".sandbox-test.sh"));
+            (r, report(&rep))
+        };
+        r.assert_code(0);
+        let c = &v["results"][0]["repo_changes"];
+        assert_eq!(c["applied"], "kept", "{v:#}");
+        let id = c["changeset"].as_str().unwrap().to_string();
+        assert!(r.stderr.contains(&format!("kept as {id}")), "{r}");
+        id
+    };
+    let id = keep(&f);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("inside.txt")).unwrap(),
+        INSIDE
+    );
+    assert!(!repo.join("added.txt").exists());
+
+    let list = changes(&f, &["list"]);
+    list.assert_code(0);
+    assert!(list.stdout.contains(&id), "{list}");
+    let show = changes(&f, &["show", &id, "--json"]);
+    show.assert_code(0);
+    assert!(
+        show.stdout.contains("added.txt") && show.stdout.contains("inside.txt"),
+        "{show}"
+    );
+    let diff = changes(&f, &["diff", &id]);
+    diff.assert_code(0);
+    assert!(diff.stdout.contains("+the agent was here"), "{diff}");
+    assert!(diff.stdout.contains("-a file inside the repo"), "{diff}");
+
+    // validate, with the edit laid over the repo: the test sees it, the repo stays as it was
+    let p = f.profile(&Spec::extends("validate"));
+    let mut c = sandbox_command(&p, &repo, &["--with-changes", &id], &["node", "check.js"]);
+    c.env("XDG_STATE_HOME", &state);
+    let r = run_command(c, slack_secs(60));
+    r.assert_code(0);
+    assert_eq!(r.stdout.trim(), "the agent was here", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("inside.txt")).unwrap(),
+        INSIDE
+    );
+    // control: without it, the same test sees the repo
+    let mut c = sandbox_command(&p, &repo, &[], &["node", "check.js"]);
+    c.env("XDG_STATE_HOME", &state);
+    let r = run_command(c, slack_secs(60));
+    assert_eq!(r.stdout.trim(), INSIDE.trim(), "{r}");
+
+    let applied = changes(&f, &["apply", &id]);
+    applied.assert_code(0);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("inside.txt")).unwrap(),
+        "the agent was here\n"
+    );
+    assert!(repo.join("added.txt").is_file());
+    assert!(!changes(&f, &["list"]).stdout.contains(&id));
+
+    // a conflict: the repo changed at a path of the changeset since it was kept
+    std::fs::write(repo.join("inside.txt"), INSIDE).unwrap();
+    std::fs::remove_file(repo.join("added.txt")).unwrap();
+    let id = keep(&f);
+    std::fs::write(repo.join("inside.txt"), "edited on the host meanwhile\n").unwrap();
+    let refused = changes(&f, &["apply", &id]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    assert!(refused.stderr.contains("inside.txt"), "{refused}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("inside.txt")).unwrap(),
+        "edited on the host meanwhile\n"
+    );
+    assert!(
+        !repo.join("added.txt").exists(),
+        "a refused apply applied a part"
+    );
+    changes(&f, &["drop", &id]).assert_code(0);
+    assert!(!changes(&f, &["list"]).stdout.contains(&id));
+}
