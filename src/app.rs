@@ -626,6 +626,8 @@ impl Runner<'_> {
         if let Some(dir) = &self.overrides.carry {
             crate::plan::own_carry(dir, plan.ids).map_err(Fail::usage)?;
         }
+        // A large disk cap: the repo's layer on disk, in a dir of this run's (gone when we return).
+        let _layer = crate::layers::disk::prepare(&mut plan, host.kernel).map_err(Fail::usage)?;
         if plan.repo_mode != crate::profile::RepoMode::Ro {
             crate::workspace::warn_foreign_owner(
                 &self.ws.repo,
@@ -735,9 +737,14 @@ impl Runner<'_> {
                 crate::units::Duration(self.options.timeout)
             );
         }
+        if let Some(c) = &finished.disk_stopped {
+            eprintln!("{}", crate::layers::disk::stopped_line(c, &plan));
+        }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         result.repo_changes = self.way_back(cmd, &plan, &finished);
-        if result.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
+        if finished.disk_stopped.is_some()
+            || result.repo_changes.as_ref().is_some_and(|c| c.disk_full)
+        {
             result.limits_hit.push("disk");
         }
         if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
@@ -765,7 +772,7 @@ impl Runner<'_> {
         }
         let Some(layer) = &f.layer else {
             // The sandbox never handed its layer over: it failed to start, or its init died.
-            if f.failure.is_none() {
+            if f.failure.is_none() && f.disk_stopped.is_none() {
                 eprintln!("sandbox-run: repo: the sandbox ended before it handed its changes over; nothing was applied");
             }
             return Some(RepoChanges {

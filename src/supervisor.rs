@@ -111,6 +111,9 @@ pub struct Finished {
     pub handing: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
+    /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what
+    /// it held then ([`crate::layers::disk::Budget`]).
+    pub disk_stopped: Option<crate::layers::disk::Count>,
 }
 
 /// What ended a sandbox that sent back neither the workload's status nor a failed step:
@@ -406,8 +409,22 @@ pub fn run(
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut exited = false;
+    // A repo layer on disk: its cap is watched while the command runs.
+    let mut budget = match (
+        &plan.layer_dir,
+        crate::layers::overlay::disk_size(&plan.mounts),
+    ) {
+        (Some(dir), Some(cap)) => Some(
+            crate::layers::disk::Budget::new(dir, cap)
+                .map_err(|e| format!("the repo's layer {}: {e}", dir.display()))?,
+        ),
+        _ => None,
+    };
     while !exited {
-        let wait = deadline.saturating_duration_since(Instant::now());
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(b) = &budget {
+            wait = wait.min(b.due().saturating_duration_since(Instant::now()));
+        }
         let timeout = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
             .unwrap_or(PollTimeout::MAX);
         let mut fds = vec![
@@ -444,6 +461,25 @@ pub fn run(
                 terminating = true;
                 deadline = Instant::now() + o.kill_grace;
             }
+        }
+        if let Some(b) = budget.as_mut().filter(|_| !terminating && !f.handing) {
+            if let Some(c) = b.check() {
+                // Past the cap: stopped at once, as the timeout's escalation does (the way back
+                // gets nothing: a run cut part-way is not applied).
+                // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                if let Some(leaf) = leaf {
+                    let _ = leaf.kill();
+                }
+                f.disk_stopped = Some(c);
+                budget = None;
+                terminating = true;
+                deadline = Instant::now() + Duration::from_secs(3600);
+            }
+        }
+        if n == 0 && Instant::now() < deadline {
+            // a look at the layer's budget, not the deadline
+            continue;
         }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
@@ -535,7 +571,12 @@ pub fn run(
         }
     }
     f.spawned_to_end = spawned.elapsed();
-    if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
+    if f.status.is_none()
+        && f.failure.is_none()
+        && !f.timed_out
+        && f.interrupted.is_none()
+        && f.disk_stopped.is_none()
+    {
         // Not a failed step (it used to read `fork: No child processes`): say what ended the
         // sandbox; the report's status comes from the cgroup's OOM count and this.
         f.lost = Some(match stage2 {
@@ -664,6 +705,9 @@ pub fn exit_code(f: &Finished) -> i32 {
     }
     if let Some(sig) = f.interrupted {
         return 128 + sig;
+    }
+    if f.disk_stopped.is_some() {
+        return 128 + libc::SIGKILL;
     }
     let oom = oom_hit(f);
     match f.status {

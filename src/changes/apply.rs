@@ -60,7 +60,14 @@ impl Outcome {
 /// Apply the accepted entries of `cs`, reading the new content from `sources` (one tree per
 /// root: a run's upper layer or a kept changeset's tree) into `targets` (the real roots).
 pub fn apply(cs: &Changeset, sources: &[Tree], targets: &[Tree]) -> Outcome {
-    apply_with(cs, sources, targets, &Faults::default())
+    apply_with(cs, sources, targets, &Faults::default(), false)
+}
+
+/// [`apply`] from a run's layer, which is thrown away afterwards: a file whose source is on
+/// its target's filesystem is moved in by rename instead of copied ([`fs::move_file`]: the
+/// same mode, attributes and times as a copy); the rollback moves it back.
+pub fn apply_moving(cs: &Changeset, sources: &[Tree], targets: &[Tree]) -> Outcome {
+    apply_with(cs, sources, targets, &Faults::default(), true)
 }
 
 /// Failure injection for the tests: the step (0-based) of each phase that fails as if the
@@ -106,6 +113,15 @@ struct Item<'a> {
 
 /// One step done, and how to undo it.
 enum Done {
+    /// A file moved from the source `src`/`src_name` to a temporary name: moved back (else
+    /// removed).
+    Moved {
+        parent: Rc<OwnedFd>,
+        tmp: OsString,
+        src: OwnedFd,
+        src_name: OsString,
+        at: (usize, PathBuf),
+    },
     /// A new thing under a temporary name: removed.
     Temp {
         parent: Rc<OwnedFd>,
@@ -160,6 +176,8 @@ struct Ctx<'a> {
     sources: &'a [Tree],
     targets: &'a [Tree],
     faults: &'a Faults,
+    /// Per root: files may be moved in from the source by rename.
+    moving: Vec<bool>,
     written: u64,
     removed: u64,
     steps: usize,
@@ -282,13 +300,27 @@ impl<'a> Ctx<'a> {
         injected(at, n)
     }
 
-    /// Make the new thing of `e` as `name` in the directory `dirfd`.
-    fn make(&mut self, e: &Entry, dirfd: i32, name: &OsStr) -> io::Result<()> {
+    /// Make the new thing of `e` as `name` in the directory `dirfd`. A file moved from the
+    /// source: its source directory and name, for the rollback.
+    fn make(
+        &mut self,
+        e: &Entry,
+        dirfd: i32,
+        name: &OsStr,
+    ) -> io::Result<Option<(OwnedFd, OsString)>> {
         let src = self.sources[e.root].raw_fd();
         let comps = fs::components(&e.path)?;
         let sdir = fs::walk_dir(src, &comps[..comps.len() - 1])?;
         let sname = comps[comps.len() - 1];
         match e.what {
+            What::File if self.moving.get(e.root) == Some(&true) => {
+                if let Some(n) = fs::move_file(sdir.as_raw_fd(), sname, dirfd, name, e.mode)? {
+                    self.written += n;
+                    return Ok(Some((sdir, sname.to_os_string())));
+                }
+                let mut f = fs::open_regular(sdir.as_raw_fd(), sname)?;
+                self.written += fs::copy_file(dirfd, name, &mut f, e.mode)?;
+            }
             What::File => {
                 let mut f = fs::open_regular(sdir.as_raw_fd(), sname)?;
                 self.written += fs::copy_file(dirfd, name, &mut f, e.mode)?;
@@ -306,7 +338,7 @@ impl<'a> Ctx<'a> {
             What::Dir => fs::mkdir(dirfd, name)?,
             What::Special => return Err(io::Error::from_raw_os_error(libc::EPERM)),
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Phase 1 for one item: its new thing under a temporary name (a directory with
@@ -320,13 +352,24 @@ impl<'a> Ctx<'a> {
             .map_err(|err| self.fail("naming a temporary copy of", e.root, &e.path, err))?;
         let dirfd = it.parent.as_raw_fd();
         let fault = self.faults.prepare;
-        self.step(fault)
+        let moved = self
+            .step(fault)
             .and_then(|()| self.make(e, dirfd, &tmp))
             .map_err(|err| self.fail("writing a copy of", e.root, &e.path, err))?;
-        done.push(Done::Temp {
-            parent: it.parent.clone(),
-            tmp: tmp.clone(),
-            at: (e.root, it.parent_rel.join(&tmp)),
+        let at = (e.root, it.parent_rel.join(&tmp));
+        done.push(match moved {
+            Some((src, src_name)) => Done::Moved {
+                parent: it.parent.clone(),
+                tmp: tmp.clone(),
+                src,
+                src_name,
+                at,
+            },
+            None => Done::Temp {
+                parent: it.parent.clone(),
+                tmp: tmp.clone(),
+                at,
+            },
         });
         if e.what != What::Dir {
             return Ok(Some(tmp));
@@ -354,9 +397,22 @@ impl<'a> Ctx<'a> {
                 }
             };
             let name = c.path.file_name().unwrap_or_default();
-            self.step(fault)
+            let moved = self
+                .step(fault)
                 .and_then(|()| self.make(c, pfd, name))
                 .map_err(|err| self.fail("writing a copy of", c.root, &c.path, err))?;
+            if let Some((src, src_name)) = moved {
+                // moved back before the new directory is removed (undone in reverse order)
+                let parent = fs::walk_dir(pfd, &[])
+                    .map_err(|err| self.fail("opening the new directory", c.root, &c.path, err))?;
+                done.push(Done::Moved {
+                    parent: Rc::new(parent),
+                    tmp: name.to_os_string(),
+                    src,
+                    src_name,
+                    at: (c.root, c.path.clone()),
+                });
+            }
             if c.what == What::Dir {
                 let fd = fs::open_at(pfd, name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
                     .map_err(|err| self.fail("opening the new directory", c.root, &c.path, err))?;
@@ -384,6 +440,31 @@ impl<'a> Ctx<'a> {
         for (n, d) in done.into_iter().rev().enumerate() {
             let fault = injected(self.faults.undo, n);
             match d {
+                Done::Moved {
+                    parent,
+                    tmp,
+                    src,
+                    src_name,
+                    at,
+                } => {
+                    if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
+                        // it holds the old content of an exchange that stayed
+                        left.push(at);
+                        continue;
+                    }
+                    let back = fault.and_then(|()| {
+                        fs::rename_between(
+                            parent.as_raw_fd(),
+                            &tmp,
+                            src.as_raw_fd(),
+                            &src_name,
+                            libc::RENAME_NOREPLACE,
+                        )
+                    });
+                    if back.is_err() && fs::remove_all(parent.as_raw_fd(), &tmp).is_err() {
+                        left.push(at);
+                    }
+                }
                 Done::Temp { parent, tmp, at } => {
                     if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
                         left.push(at);
@@ -456,12 +537,25 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Faults) -> Outcome {
+fn apply_with(
+    cs: &Changeset,
+    sources: &[Tree],
+    targets: &[Tree],
+    faults: &Faults,
+    moving: bool,
+) -> Outcome {
+    let dev = |t: &Tree| fs::fstat(t.raw_fd()).map(|st| st.st_dev).ok();
+    let moving = sources
+        .iter()
+        .zip(targets)
+        .map(|(s, t)| moving && dev(s).is_some() && dev(s) == dev(t))
+        .collect();
     let mut ctx = Ctx {
         cs,
         sources,
         targets,
         faults,
+        moving,
         written: 0,
         removed: 0,
         steps: 0,

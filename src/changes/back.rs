@@ -205,8 +205,9 @@ pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -
                 }
             };
             let (uid, gid) = (plan.ids.uid, plan.ids.gid);
-            let outcome =
-                super::owner::run_as(uid, gid, || super::apply::apply(&cs, &sources, &targets));
+            let outcome = super::owner::run_as(uid, gid, || {
+                super::apply::apply_moving(&cs, &sources, &targets)
+            });
             match outcome {
                 Ok(o) => {
                     if o.applied == Applied::All {

@@ -50,6 +50,11 @@ pub fn disk_size(ops: &[Op]) -> Option<u64> {
 
 /// How full the disk layer got: bytes used, files used, and whether the cap was reached.
 pub fn usage(disk: &Tree) -> (u64, u64, bool) {
+    if !crate::layers::disk::on_tmpfs(disk.raw_fd()) {
+        // on disk: counted; past the cap the supervisor stopped the run
+        let c = crate::layers::disk::count(disk);
+        return (c.bytes, c.files, false);
+    }
     // SAFETY: all-zero is a valid statfs; fstatfs fills it for an fd we own.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
