@@ -770,6 +770,17 @@ impl Runner<'_> {
         if !crate::layers::overlay::kept(&plan.mounts) {
             return None;
         }
+        if let Some(o) = &f.disk_stopped {
+            // past its cap: nothing of it is applied (the line above said so)
+            return Some(RepoChanges {
+                disk_used_bytes: o.count.bytes,
+                disk_used_files: o.count.files,
+                disk_full: true,
+                applied: Some(crate::changes::Applied::None),
+                error: Some("the command went past [limits] disk".into()),
+                ..RepoChanges::default()
+            });
+        }
         let Some(layer) = &f.layer else {
             // The sandbox never handed its layer over: it failed to start, or its init died.
             if f.failure.is_none() && f.disk_stopped.is_none() {

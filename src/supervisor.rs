@@ -113,7 +113,7 @@ pub struct Finished {
     pub lost: Option<Lost>,
     /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what
     /// it held then ([`crate::layers::disk::Budget`]).
-    pub disk_stopped: Option<crate::layers::disk::Count>,
+    pub disk_stopped: Option<crate::layers::disk::Over>,
 }
 
 /// What ended a sandbox that sent back neither the workload's status nor a failed step:
@@ -450,6 +450,18 @@ pub fn run(
             let was_handing = f.handing;
             watch_channel = channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f);
             if f.handing && !was_handing {
+                // The sandbox is gone: a last exact count of the layer, for what was written
+                // after the last check.
+                if let Some(count) = budget.as_mut().and_then(|b| {
+                    let c = b.walk();
+                    b.over(c)
+                }) {
+                    f.disk_stopped = Some(crate::layers::disk::Over {
+                        count,
+                        stopped: false,
+                    });
+                }
+                budget = None;
                 // The sandbox is gone: what stage 2 does now is bounded by the hand-over's
                 // own time, not by the timeout or the kill grace.
                 deadline = deadline.max(Instant::now() + HAND_OVER);
@@ -471,7 +483,10 @@ pub fn run(
                 if let Some(leaf) = leaf {
                     let _ = leaf.kill();
                 }
-                f.disk_stopped = Some(c);
+                f.disk_stopped = Some(crate::layers::disk::Over {
+                    count: c,
+                    stopped: true,
+                });
                 budget = None;
                 terminating = true;
                 deadline = Instant::now() + Duration::from_secs(3600);
@@ -575,7 +590,7 @@ pub fn run(
         && f.failure.is_none()
         && !f.timed_out
         && f.interrupted.is_none()
-        && f.disk_stopped.is_none()
+        && !f.disk_stopped.is_some_and(|o| o.stopped)
     {
         // Not a failed step (it used to read `fork: No child processes`): say what ended the
         // sandbox; the report's status comes from the cgroup's OOM count and this.
@@ -706,7 +721,7 @@ pub fn exit_code(f: &Finished) -> i32 {
     if let Some(sig) = f.interrupted {
         return 128 + sig;
     }
-    if f.disk_stopped.is_some() {
+    if f.disk_stopped.is_some_and(|o| o.stopped) {
         return 128 + libc::SIGKILL;
     }
     let oom = oom_hit(f);

@@ -186,6 +186,14 @@ pub struct Count {
     pub unreadable: bool,
 }
 
+/// A run that went past its cap: what the layer held, and whether the sandbox was stopped
+/// for it (else it was found at the end, the command having ended by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Over {
+    pub count: Count,
+    pub stopped: bool,
+}
+
 /// Deeper trees are not counted further (the scan refuses them).
 const MAX_DEPTH: usize = 256;
 
@@ -288,6 +296,11 @@ impl Budget {
             return None;
         }
         let c = self.walk();
+        self.over(c)
+    }
+
+    /// `c`, when it is past the cap.
+    pub fn over(&self, c: Count) -> Option<Count> {
         (c.bytes > self.cap_bytes || c.files > self.cap_files).then_some(c)
     }
 
@@ -350,17 +363,22 @@ pub fn prepare(
 }
 
 /// The one stderr line of a run stopped past its cap.
-pub fn stopped_line(c: &Count, plan: &crate::plan::Plan) -> String {
+pub fn stopped_line(o: &Over, plan: &crate::plan::Plan) -> String {
     let cap = crate::layers::overlay::disk_size(&plan.mounts).unwrap_or(0);
+    let c = &o.count;
+    let end = match o.stopped {
+        true => "it was stopped",
+        false => "nothing of it was applied",
+    };
     if c.bytes > cap {
         format!(
-            "sandbox-run: disk: the command wrote {} to the repo's layer, past its cap of {} ([limits] disk): it was stopped",
+            "sandbox-run: disk: the command wrote {} to the repo's layer, past its cap of {} ([limits] disk): {end}",
             crate::units::Size(c.bytes),
             crate::units::Size(cap)
         )
     } else {
         format!(
-            "sandbox-run: disk: the command made {} files in the repo's layer, past its cap of {} files (one per 4 KiB of [limits] disk): it was stopped",
+            "sandbox-run: disk: the command made {} files in the repo's layer, past its cap of {} files (one per 4 KiB of [limits] disk): {end}",
             c.files,
             max_files(cap)
         )
