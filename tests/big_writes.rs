@@ -110,7 +110,10 @@ fn a_write_larger_than_memory_lands_whole_and_by_rename() {
     let c = &res["repo_changes"];
     assert_eq!(c["applied"], "all", "{v:#}");
     assert!(c["disk_used_bytes"].as_u64().unwrap() >= 600 * MIB, "{c:#}");
-    assert_eq!(std::fs::metadata(repo.join("big")).unwrap().len(), 600 * MIB);
+    assert_eq!(
+        std::fs::metadata(repo.join("big")).unwrap().len(),
+        600 * MIB
+    );
     assert_eq!(
         std::fs::read_to_string(repo.join("out/deep/f200")).unwrap(),
         "200\n"
@@ -155,7 +158,8 @@ fn a_run_past_its_cap_is_stopped_and_nothing_is_applied() {
         .collect();
     assert_eq!(lines.len(), 1, "{r}");
     assert!(
-        lines[0].contains("to the repo's layer, past its cap of 100M ([limits] disk): it was stopped"),
+        lines[0]
+            .contains("to the repo's layer, past its cap of 100M ([limits] disk): it was stopped"),
         "{r}"
     );
     let res = &v["results"][0];
@@ -175,7 +179,8 @@ fn files_past_the_cap_stop_the_run() {
     let f = Fixture::new("big-files");
     let repo = f.repo("repo");
     let p = ci_with(&f, "files", &[("disk", "65M")]);
-    let script = "mkdir m; cd m; for i in $(seq 1 300); do touch a$i-{1..100}; done; echo not-stopped";
+    let script =
+        "mkdir m; cd m; for i in $(seq 1 300); do touch a$i-{1..100}; done; echo not-stopped";
     let (r, v) = inside(&f, &p, &repo, script);
     // stopped while it wrote, or, when it ended between two checks, found at the end
     let stopped = r.code == Some(137) && !r.stdout.contains("not-stopped");

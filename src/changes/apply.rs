@@ -113,13 +113,15 @@ struct Item<'a> {
 
 /// One step done, and how to undo it.
 enum Done {
-    /// A file moved from the source `src`/`src_name` to a temporary name: moved back (else
-    /// removed).
+    /// A file moved from the source (its entry's path under the root's source) to `below`
+    /// under `parent` (the temporary name, and the path inside it for a file in a new
+    /// directory): moved back (else removed). Paths, not fds: a tree of thousands of files
+    /// must not hold thousands of fds.
     Moved {
         parent: Rc<OwnedFd>,
-        tmp: OsString,
-        src: OwnedFd,
-        src_name: OsString,
+        below: Vec<OsString>,
+        root: usize,
+        src: PathBuf,
         at: (usize, PathBuf),
     },
     /// A new thing under a temporary name: removed.
@@ -302,12 +304,7 @@ impl<'a> Ctx<'a> {
 
     /// Make the new thing of `e` as `name` in the directory `dirfd`. A file moved from the
     /// source: its source directory and name, for the rollback.
-    fn make(
-        &mut self,
-        e: &Entry,
-        dirfd: i32,
-        name: &OsStr,
-    ) -> io::Result<Option<(OwnedFd, OsString)>> {
+    fn make(&mut self, e: &Entry, dirfd: i32, name: &OsStr) -> io::Result<bool> {
         let src = self.sources[e.root].raw_fd();
         let comps = fs::components(&e.path)?;
         let sdir = fs::walk_dir(src, &comps[..comps.len() - 1])?;
@@ -316,7 +313,7 @@ impl<'a> Ctx<'a> {
             What::File if self.moving.get(e.root) == Some(&true) => {
                 if let Some(n) = fs::move_file(sdir.as_raw_fd(), sname, dirfd, name, e.mode)? {
                     self.written += n;
-                    return Ok(Some((sdir, sname.to_os_string())));
+                    return Ok(true);
                 }
                 let mut f = fs::open_regular(sdir.as_raw_fd(), sname)?;
                 self.written += fs::copy_file(dirfd, name, &mut f, e.mode)?;
@@ -338,7 +335,7 @@ impl<'a> Ctx<'a> {
             What::Dir => fs::mkdir(dirfd, name)?,
             What::Special => return Err(io::Error::from_raw_os_error(libc::EPERM)),
         }
-        Ok(None)
+        Ok(false)
     }
 
     /// Phase 1 for one item: its new thing under a temporary name (a directory with
@@ -358,14 +355,14 @@ impl<'a> Ctx<'a> {
             .map_err(|err| self.fail("writing a copy of", e.root, &e.path, err))?;
         let at = (e.root, it.parent_rel.join(&tmp));
         done.push(match moved {
-            Some((src, src_name)) => Done::Moved {
+            true => Done::Moved {
                 parent: it.parent.clone(),
-                tmp: tmp.clone(),
-                src,
-                src_name,
+                below: vec![tmp.clone()],
+                root: e.root,
+                src: e.path.clone(),
                 at,
             },
-            None => Done::Temp {
+            false => Done::Temp {
                 parent: it.parent.clone(),
                 tmp: tmp.clone(),
                 at,
@@ -401,15 +398,16 @@ impl<'a> Ctx<'a> {
                 .step(fault)
                 .and_then(|()| self.make(c, pfd, name))
                 .map_err(|err| self.fail("writing a copy of", c.root, &c.path, err))?;
-            if let Some((src, src_name)) = moved {
+            if moved {
                 // moved back before the new directory is removed (undone in reverse order)
-                let parent = fs::walk_dir(pfd, &[])
-                    .map_err(|err| self.fail("opening the new directory", c.root, &c.path, err))?;
+                let inside = c.path.strip_prefix(&e.path).unwrap_or(&c.path);
                 done.push(Done::Moved {
-                    parent: Rc::new(parent),
-                    tmp: name.to_os_string(),
-                    src,
-                    src_name,
+                    parent: it.parent.clone(),
+                    below: std::iter::once(tmp.clone())
+                        .chain(inside.iter().map(OsStr::to_os_string))
+                        .collect(),
+                    root: c.root,
+                    src: c.path.clone(),
                     at: (c.root, c.path.clone()),
                 });
             }
@@ -442,26 +440,36 @@ impl<'a> Ctx<'a> {
             match d {
                 Done::Moved {
                     parent,
-                    tmp,
+                    below,
+                    root,
                     src,
-                    src_name,
                     at,
                 } => {
-                    if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
+                    if below.len() == 1 && keep.contains(&(parent.as_raw_fd(), below[0].clone())) {
                         // it holds the old content of an exchange that stayed
                         left.push(at);
                         continue;
                     }
+                    let n = below.len();
                     let back = fault.and_then(|()| {
+                        let names: Vec<&OsStr> = below.iter().map(OsString::as_os_str).collect();
+                        let to = fs::walk_dir(parent.as_raw_fd(), &names[..n - 1])?;
+                        let comps = fs::components(&src)?;
+                        let from =
+                            fs::walk_dir(self.sources[root].raw_fd(), &comps[..comps.len() - 1])?;
                         fs::rename_between(
-                            parent.as_raw_fd(),
-                            &tmp,
-                            src.as_raw_fd(),
-                            &src_name,
+                            to.as_raw_fd(),
+                            &below[n - 1],
+                            from.as_raw_fd(),
+                            comps[comps.len() - 1],
                             libc::RENAME_NOREPLACE,
                         )
                     });
-                    if back.is_err() && fs::remove_all(parent.as_raw_fd(), &tmp).is_err() {
+                    // else removed with the rest (a file in a new directory goes with it)
+                    if back.is_err()
+                        && n == 1
+                        && fs::remove_all(parent.as_raw_fd(), &below[0]).is_err()
+                    {
                         left.push(at);
                     }
                 }
@@ -544,6 +552,9 @@ fn apply_with(
     faults: &Faults,
     moving: bool,
 ) -> Outcome {
+    // A new directory is built holding an fd per directory inside it (a node_modules: a few
+    // thousand): the soft fd limit (often 1024) up to the hard one.
+    fs::raise_nofile();
     let dev = |t: &Tree| fs::fstat(t.raw_fd()).map(|st| st.st_dev).ok();
     let moving = sources
         .iter()

@@ -440,3 +440,18 @@ pub fn move_file(
         _ => Err(io::Error::other("the moved file changed on the way")),
     }
 }
+
+/// Raise the soft limit on open fds to the hard one. Best effort.
+pub fn raise_nofile() {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Big writes in a read-write repo (`scripts/bench --big-writes`): bare vs `sandbox-run --profile
+# ci` for builds that write hundreds of MiB into the repo, timed whole from outside in
+# interleaved pairs (bare, sandboxed, bare, ...; medians), each from a clean tree and the same
+# clean environment, with the sandbox's peak memory from its report (`peak_memory_bytes`).
+#
+# Usage: scripts/bench.d/big_writes.sh [--bin PATH] [--pairs N] [--only cargo|npm|write]
+#   cargo   `cargo test --no-run --offline` of a copy of this project (crates fetched first,
+#           outside: `cargo fetch`; CARGO_HOME is the toolchain's, bound read-only inside)
+#   npm     `npm ci` of a real project from the registry (`npm config get registry`; its host
+#           is given to the sandbox with --allow-host, never written anywhere); a fresh, empty
+#           npm cache for both sides
+#   write   `head -c 1G /dev/zero > big` (the layer's raw throughput, and the apply's rename)
+# Prints one line per workload: bare and sandboxed medians, the ratio, the peak memory.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin=""
+pairs=3
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin="$2"; shift ;;
+    --pairs) pairs="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    *) echo "big_writes: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -z "$bin" ]; then
+  (cd "$root" && cargo build --locked --release -q)
+  bin="${CARGO_TARGET_DIR:-$root/target}/release/sandbox-run"
+  [ -x "$bin" ] || bin="$(ls -t "$root"/target/*/release/sandbox-run | head -1)"
+fi
+work="$(mktemp -d "${TMPDIR:-/tmp}/bench-big-writes-XXXXXX")"
+trap 'chmod -R u+rwX "$work" 2>/dev/null; rm -rf "$work"' EXIT
+path="$(dirname "$(command -v cargo)"):/usr/local/bin:/usr/bin:/bin"
+clean=(env -i "PATH=$path" "LANG=C.UTF-8")
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# pair NAME RESET-FN BARE-FN SANDBOX-FN: interleaved pairs, then the line.
+pair() {
+  local name=$1 reset=$2 bare=$3 sbx=$4 i t0 peak=0
+  : >"$work/$name.bare"; : >"$work/$name.sbx"
+  for i in $(seq 1 "$pairs"); do
+    $reset; t0=$(now); $bare >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
+    echo "$(now) - $t0" | bc >>"$work/$name.bare"
+    $reset; t0=$(now); $sbx >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
+    echo "$(now) - $t0" | bc >>"$work/$name.sbx"
+    p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0].get("peak_memory_bytes") or 0)' "$work/report.json")
+    [ "$p" -gt "$peak" ] && peak=$p
+  done
+  local b s
+  b=$(median <"$work/$name.bare"); s=$(median <"$work/$name.sbx")
+  printf '%-6s bare %7.2f s  sandbox-run %7.2f s  ratio %.2f  peak memory %d MiB  (%d pairs; bare: %s; sandboxed: %s)\n' \
+    "$name" "$b" "$s" "$(echo "$s / $b" | bc -l)" $((peak >> 20)) "$pairs" \
+    "$(tr '\n' ' ' <"$work/$name.bare")" "$(tr '\n' ' ' <"$work/$name.sbx")"
+}
+
+# --- cargo ---
+cargo_setup() {
+  mkdir -p "$work/proj" "$work/home"
+  git -C "$root" archive HEAD | tar -x -C "$work/proj"
+  (cd "$work/proj" && cargo fetch --locked -q)
+}
+cargo_reset() { rm -rf "$work/proj/target"; }
+cargo_bare() { (cd "$work/proj" && "${clean[@]}" "HOME=$HOME" cargo test --no-run --offline --locked -q); }
+cargo_sbx() {
+  (cd "$work/proj" && "${clean[@]}" "HOME=$HOME" "$bin" --profile ci --repo "$work/proj" \
+    --report "$work/report.json" -- cargo test --no-run --offline --locked -q)
+}
+
+# --- npm ---
+npm_setup() {
+  mkdir -p "$work/npm"
+  cat >"$work/npm/package.json" <<'EOF'
+{ "name": "bench-big-writes", "version": "1.0.0", "private": true,
+  "dependencies": { "express": "4", "typescript": "5", "eslint": "8", "webpack": "5", "lodash": "4" } }
+EOF
+  (cd "$work/npm" && HOME="$work/npm-home-lock" npm install --package-lock-only --ignore-scripts --no-audit --no-fund -q >/dev/null)
+  registry_host=$(npm config get registry | sed -E 's#^[a-z]+://##; s#[:/].*$##')
+}
+npm_reset() { rm -rf "$work/npm/node_modules" "$work/npm-home"; mkdir -p "$work/npm-home"; }
+npm_bare() { (cd "$work/npm" && "${clean[@]}" "HOME=$work/npm-home" npm ci --no-audit --no-fund -q); }
+npm_sbx() {
+  (cd "$work/npm" && "${clean[@]}" "HOME=$work/npm-home" "$bin" --profile ci --repo "$work/npm" \
+    --net filtered --allow-host "$registry_host" --report "$work/report.json" -- npm ci --no-audit --no-fund -q)
+}
+
+# --- write ---
+write_setup() { mkdir -p "$work/w"; }
+write_reset() { rm -f "$work/w/big"; }
+write_bare() { (cd "$work/w" && "${clean[@]}" bash -c 'head -c 1G /dev/zero > big'); }
+write_sbx() {
+  (cd "$work/w" && "${clean[@]}" "HOME=$HOME" "$bin" --profile ci --repo "$work/w" \
+    --report "$work/report.json" -- bash -c 'head -c 1G /dev/zero > big')
+}
+
+for w in write npm cargo; do
+  [ -n "$only" ] && [ "$only" != "$w" ] && continue
+  "${w}_setup"
+  pair "$w" "${w}_reset" "${w}_bare" "${w}_sbx"
+done
