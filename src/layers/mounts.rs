@@ -15,6 +15,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// One step of building the new root. Paths are absolute: sources on the host, targets in
@@ -415,6 +416,17 @@ pub fn scratch(
     disk: Option<u64>,
     on_disk: Option<&Path>,
 ) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
+    // opened before the scratch tmpfs covers BASE (the dir may lie under the host's /tmp)
+    let on_disk = match on_disk {
+        Some(dir) => Some(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(dir)
+                .map_err(io_err(Step::MountOverlay))?,
+        ),
+        None => None,
+    };
     mount(
         Some("tmpfs"),
         BASE,
@@ -434,7 +446,9 @@ pub fn scratch(
     if let Some(dir) = on_disk {
         // `upper` and `work` are there already (made by the supervisor, for this user)
         let none: Option<&str> = None;
-        mount(Some(dir), &at, none, MsFlags::MS_BIND, none).map_err(err(Step::MountOverlay))?;
+        let src = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        mount(Some(src.as_str()), &at, none, MsFlags::MS_BIND, none)
+            .map_err(err(Step::MountOverlay))?;
         let dir = std::fs::File::open(&at).map_err(io_err(Step::MountOverlay))?;
         return Ok(Some(dir.into()));
     }
