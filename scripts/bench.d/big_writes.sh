@@ -4,13 +4,14 @@
 # interleaved pairs (bare, sandboxed, bare, ...; medians), each from a clean tree and the same
 # clean environment, with the sandbox's peak memory from its report (`peak_memory_bytes`).
 #
-# Usage: scripts/bench.d/big_writes.sh [--bin PATH] [--pairs N] [--only cargo|npm|write]
+# Usage: scripts/bench.d/big_writes.sh [--bin PATH] [--pairs N] [--only cargo|npm|write|write256]
 #   cargo   `cargo test --no-run --offline` of a copy of this project (crates fetched first,
 #           outside: `cargo fetch`; CARGO_HOME is the toolchain's, bound read-only inside)
 #   npm     `npm ci` of a real project from the registry (`npm config get registry`; its host
 #           is given to the sandbox with --allow-host, never written anywhere); a fresh, empty
 #           npm cache for both sides
 #   write   `head -c 1G /dev/zero > big` (the layer's raw throughput, and the apply's rename)
+#   write256  the same under `[limits] memory = "256M"`
 # Prints one line per workload: bare and sandboxed medians, the ratio, the peak memory.
 set -euo pipefail
 
@@ -53,10 +54,11 @@ pair() {
     p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0].get("peak_memory_bytes") or 0)' "$work/report.json")
     [ "$p" -gt "$peak" ] && peak=$p
   done
-  local b s
+  local b s written
   b=$(median <"$work/$name.bare"); s=$(median <"$work/$name.sbx")
-  printf '%-6s bare %7.2f s  sandbox-run %7.2f s  ratio %.2f  peak memory %d MiB  (%d pairs; bare: %s; sandboxed: %s)\n' \
-    "$name" "$b" "$s" "$(echo "$s / $b" | bc -l)" $((peak >> 20)) "$pairs" \
+  written=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["results"][0].get("repo_changes") or {}; print(int(c.get("disk_used_bytes", 0)) >> 20)' "$work/report.json")
+  printf '%-6s bare %7.2f s  sandbox-run %7.2f s  ratio %.2f  written %d MiB  peak memory %d MiB  (%d pairs; bare: %s; sandboxed: %s)\n' \
+    "$name" "$b" "$s" "$(echo "$s / $b" | bc -l)" "$written" $((peak >> 20)) "$pairs" \
     "$(tr '\n' ' ' <"$work/$name.bare")" "$(tr '\n' ' ' <"$work/$name.sbx")"
 }
 
@@ -99,7 +101,20 @@ write_sbx() {
     --report "$work/report.json" -- bash -c 'head -c 1G /dev/zero > big')
 }
 
-for w in write npm cargo; do
+# --- write256: the same under [limits] memory = "256M": the page cache the writes fill is
+# reclaimed, the run passes, its peak memory stays under the cap ---
+write256_setup() {
+  write_setup
+  printf 'extends = "ci"\n[limits]\nmemory = "256M"\n' >"$work/ci-256m.toml"
+}
+write256_reset() { write_reset; }
+write256_bare() { write_bare; }
+write256_sbx() {
+  (cd "$work/w" && "${clean[@]}" "HOME=$HOME" "$bin" --profile "$work/ci-256m.toml" --repo "$work/w" \
+    --report "$work/report.json" -- bash -c 'head -c 1G /dev/zero > big')
+}
+
+for w in write write256 npm cargo; do
   [ -n "$only" ] && [ "$only" != "$w" ] && continue
   "${w}_setup"
   pair "$w" "${w}_reset" "${w}_bare" "${w}_sbx"
