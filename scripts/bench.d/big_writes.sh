@@ -6,7 +6,8 @@
 #
 # Usage: scripts/bench.d/big_writes.sh [--bin PATH] [--pairs N] [--only cargo|npm|write|write256]
 #   cargo   `cargo test --no-run --offline` of a copy of this project (crates fetched first,
-#           outside: `cargo fetch`; CARGO_HOME is the toolchain's, bound read-only inside)
+#           outside, and vendored into the copy: the ci profile binds the toolchain read-only,
+#           never ~/.cargo whole)
 #   npm     `npm ci` of a real project from the registry (`npm config get registry`; its host
 #           is given to the sandbox with --allow-host, never written anywhere); a fresh, empty
 #           npm cache for both sides
@@ -66,7 +67,9 @@ pair() {
 cargo_setup() {
   mkdir -p "$work/proj" "$work/home"
   git -C "$root" archive HEAD | tar -x -C "$work/proj"
-  (cd "$work/proj" && cargo fetch --locked -q)
+  # the crates, fetched outside, vendored into the copy: inside, CARGO_HOME is not bound (the
+  # ci profile binds the toolchain, never ~/.cargo whole); both sides build from the same tree
+  (cd "$work/proj" && cargo fetch --locked -q && cargo vendor --locked -q vendor >>.cargo/config.toml)
 }
 cargo_reset() { rm -rf "$work/proj/target"; }
 cargo_bare() { (cd "$work/proj" && "${clean[@]}" "HOME=$HOME" cargo test --no-run --offline --locked -q); }

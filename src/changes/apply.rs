@@ -474,11 +474,11 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Done::Temp { parent, tmp, at } => {
-                    if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
-                        left.push(at);
-                    } else if fault
-                        .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
-                        .is_err()
+                    // kept: it holds the old content of an exchange that stayed
+                    if keep.contains(&(parent.as_raw_fd(), tmp.clone()))
+                        || fault
+                            .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
+                            .is_err()
                     {
                         left.push(at);
                     }
