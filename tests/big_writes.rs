@@ -115,6 +115,8 @@ fn a_write_larger_than_memory_lands_whole_and_by_rename() {
     let p = ci_with(&f, "big", &[("disk", "3G"), ("memory", "256M")]);
     let script = "set -e; head -c 600M /dev/zero > big; mkdir -p out/deep; \
                   for i in $(seq 1 200); do echo $i > out/deep/f$i; done; \
+                  echo s > suid; chmod 0751 suid; \
+                  python3 -c \"import os; os.setxattr('suid', 'user.kept', b'v')\"; \
                   sleep 1.1; date +%s.%N";
     let (r, v) = inside(&f, &p, &repo, script);
     r.assert_code(0);
@@ -146,6 +148,18 @@ fn a_write_larger_than_memory_lands_whole_and_by_rename() {
         ),
         _ => skip("disk", "the layer is not on the repo's filesystem here"),
     }
+    // its mode and its user.* attributes come with it (set-ID bits cannot be set inside)
+    let m = std::fs::metadata(repo.join("suid")).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o751, "{v:#}");
+    let x = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; print(os.getxattr(sys.argv[1], 'user.kept'))",
+        ])
+        .arg(repo.join("suid"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&x.stdout).trim(), "b'v'");
     assert_eq!(left_behind(&f), Vec::<String>::new());
 }
 

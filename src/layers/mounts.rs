@@ -15,7 +15,6 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// One step of building the new root. Paths are absolute: sources on the host, targets in
@@ -416,15 +415,19 @@ pub fn scratch(
     disk: Option<u64>,
     on_disk: Option<&Path>,
 ) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
-    // opened before the scratch tmpfs covers BASE (the dir may lie under the host's /tmp)
+    // Opened before the scratch tmpfs covers BASE (the dir may lie under the host's /tmp),
+    // without following a link (its path is canonical), and it must be ours (stage 2 runs as
+    // the sandbox's user here, who owns it).
     let on_disk = match on_disk {
-        Some(dir) => Some(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-                .open(dir)
-                .map_err(io_err(Step::MountOverlay))?,
-        ),
+        Some(dir) => {
+            let t = crate::hostfs::Tree::open(dir).map_err(io_err(Step::MountOverlay))?;
+            let st =
+                crate::changes::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
+            if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o077 != 0 {
+                return Err(StepError::new(Step::MountOverlay, libc::EPERM));
+            }
+            Some(t)
+        }
         None => None,
     };
     mount(
@@ -446,7 +449,7 @@ pub fn scratch(
     if let Some(dir) = on_disk {
         // `upper` and `work` are there already (made by the supervisor, for this user)
         let none: Option<&str> = None;
-        let src = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        let src = format!("/proc/self/fd/{}", dir.raw_fd());
         mount(Some(src.as_str()), &at, none, MsFlags::MS_BIND, none)
             .map_err(err(Step::MountOverlay))?;
         let dir = std::fs::File::open(&at).map_err(io_err(Step::MountOverlay))?;
