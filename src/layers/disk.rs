@@ -251,6 +251,7 @@ pub struct Budget {
     last: Count,
     next_walk: Instant,
     walk_cost: Duration,
+    last_walk: Instant,
     last_look: Instant,
 }
 
@@ -269,6 +270,7 @@ impl Budget {
             last: Count::default(),
             next_walk: Instant::now() + TICK * 4,
             walk_cost: Duration::ZERO,
+            last_walk: Instant::now(),
             last_look: Instant::now(),
         })
     }
@@ -291,7 +293,7 @@ impl Budget {
         let room = self.cap_bytes.saturating_sub(self.last.bytes);
         // a trigger walks at most every 10 times the walk's cost (10 % in the worst case,
         // when something else keeps writing to the same filesystem)
-        let triggered = grown > room && now >= self.next_walk.min(now + self.walk_cost * 10);
+        let triggered = grown > room && now >= self.last_walk + self.walk_cost * 10;
         if !triggered && now < self.next_walk {
             return None;
         }
@@ -312,7 +314,8 @@ impl Budget {
         self.walk_cost = t.elapsed();
         self.fs_used = before;
         self.last = c;
-        self.next_walk = Instant::now() + (self.walk_cost * 50).max(TICK * 4);
+        self.last_walk = Instant::now();
+        self.next_walk = self.last_walk + (self.walk_cost * 50).max(TICK * 4);
         c
     }
 }
@@ -382,5 +385,65 @@ pub fn stopped_line(o: &Over, plan: &crate::plan::Plan) -> String {
             c.files,
             max_files(cap)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let p = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .join("target")
+            .join(format!("layer-disk-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(p.join("upper")).unwrap();
+        p
+    }
+
+    /// Blocks, not lengths (a sparse file takes nothing), a hard link once, links not followed.
+    #[test]
+    fn the_count_is_of_blocks_and_inodes() {
+        let d = scratch("count");
+        let t = Tree::open(&d).unwrap();
+        let base = count(&t);
+        std::fs::write(d.join("upper/a"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::hard_link(d.join("upper/a"), d.join("upper/b")).unwrap();
+        std::os::unix::fs::symlink("/usr", d.join("upper/l")).unwrap();
+        let f = std::fs::File::create(d.join("upper/sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let c = count(&t);
+        let grown = c.bytes - base.bytes;
+        assert!(
+            ((1 << 20)..(1 << 20) + (64 << 10)).contains(&grown),
+            "{grown}"
+        );
+        assert_eq!(c.files - base.files, 3, "{c:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The filesystem's growth past the room left triggers a count at the next tick.
+    #[test]
+    fn the_budget_sees_a_write_past_the_cap_at_the_next_tick() {
+        let d = scratch("budget");
+        let mut b = Budget::new(&d, 4 << 20).unwrap();
+        // no periodic count in this test: only the trigger
+        b.next_walk = Instant::now() + Duration::from_secs(3600);
+        std::thread::sleep(TICK);
+        assert_eq!(b.check(), None);
+        std::fs::write(d.join("upper/big"), vec![1u8; 8 << 20]).unwrap();
+        // SAFETY: syncfs takes no pointer; the blocks must be allocated for statfs to see them.
+        unsafe { libc::syncfs(b.dir.raw_fd()) };
+        std::thread::sleep(TICK);
+        let over = b.check().expect("past the cap");
+        assert!(over.bytes >= 8 << 20, "{over:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_file_cap_is_one_per_4k() {
+        assert_eq!(max_files(2 << 30), 524_288);
+        assert_eq!(max_files(1 << 20), 1024);
     }
 }
