@@ -69,7 +69,7 @@ cargo_setup() {
   git -C "$root" archive HEAD | tar -x -C "$work/proj"
   # the crates, fetched outside, vendored into the copy: inside, CARGO_HOME is not bound (the
   # ci profile binds the toolchain, never ~/.cargo whole); both sides build from the same tree
-  (cd "$work/proj" && cargo fetch --locked -q && cargo vendor --locked -q vendor >>.cargo/config.toml)
+  (cd "$work/proj" && cargo fetch --locked -q && cargo vendor --locked vendor 2>/dev/null >>.cargo/config.toml)
 }
 cargo_reset() { rm -rf "$work/proj/target"; }
 cargo_bare() { (cd "$work/proj" && "${clean[@]}" "HOME=$HOME" cargo test --no-run --offline --locked -q); }
