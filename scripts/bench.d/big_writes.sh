@@ -50,10 +50,12 @@ pair() {
   for i in $(seq 1 "$pairs"); do
     $reset; t0=$(now); $bare >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
     echo "$(now) - $t0" | bc >>"$work/$name.bare"
+    echo "big_writes: $name pair $i: bare $(tail -1 "$work/$name.bare") s" >&2
     $reset; t0=$(now); $sbx >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
     echo "$(now) - $t0" | bc >>"$work/$name.sbx"
     p=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0].get("peak_memory_bytes") or 0)' "$work/report.json")
     [ "$p" -gt "$peak" ] && peak=$p
+    echo "big_writes: $name pair $i: sandboxed $(tail -1 "$work/$name.sbx") s, peak memory $((p >> 20)) MiB" >&2
   done
   local b s written
   b=$(median <"$work/$name.bare"); s=$(median <"$work/$name.sbx")
