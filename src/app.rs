@@ -737,8 +737,17 @@ impl Runner<'_> {
         }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         result.repo_changes = self.way_back(cmd, &plan, &finished);
-        if result.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
+        let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
+        if full_at_end && !result.limits_hit.contains(&"disk") {
             result.limits_hit.push("disk");
+        }
+        if finished.disk_full {
+            if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {
+                eprintln!(
+                    "sandbox-run: disk: the command filled the repo's layer, {} ([limits] disk): its writes past that failed with ENOSPC",
+                    crate::units::Size(cap)
+                );
+            }
         }
         if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
             // a file it could not write may be why: look deeper than before the run

@@ -327,6 +327,9 @@ pub fn ran(
     if !f.output_capped.is_empty() {
         limits_hit.push("output");
     }
+    if f.disk_full {
+        limits_hit.push("disk");
+    }
     let status = status_of(f, code, signal);
     let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
     CommandResult {

@@ -109,6 +109,8 @@ pub struct Finished {
     pub layer: Option<std::sync::Arc<OwnedFd>>,
     /// Stage 2 said the sandbox was gone and the hand-over began.
     pub handing: bool,
+    /// The repo's layer was full at some point of the run (writes failed with ENOSPC).
+    pub disk_full: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
 }
@@ -526,6 +528,7 @@ pub fn run(
             Record::Exited(s) => f.status = Some(s),
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
+            Record::Full => f.disk_full = true,
             Record::Listener | Record::Handing | Record::Layer => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);

@@ -33,16 +33,12 @@ pub fn kept(ops: &[Op]) -> bool {
         .any(|op| matches!(op, Op::Overlay { kept: true, .. }))
 }
 
-/// The size of the disk layer (for a kept or carried overlay), from the plan.
+/// The size of the disk layer (the repo's overlay, kept, carried or thrown away), from the
+/// plan.
 pub fn disk_size(ops: &[Op]) -> Option<u64> {
     ops.iter().find_map(|op| match op {
         Op::Overlay {
-            size, kept: true, ..
-        }
-        | Op::Overlay {
-            size,
-            carry: Some(_),
-            ..
+            size, disk: true, ..
         } => Some(*size),
         _ => None,
     })
@@ -61,6 +57,11 @@ pub fn usage(disk: &Tree) -> (u64, u64, bool) {
     let files = (s.f_files - s.f_ffree) as u64;
     let full = (s.f_bavail as u64) * bsize < FULL_MARGIN || s.f_ffree == 0;
     (used, files, full)
+}
+
+/// Is the disk layer (if any) full now?
+pub fn usage_full(disk: Option<&Tree>) -> bool {
+    disk.is_some_and(|d| usage(d).2)
 }
 
 const OPAQUE: [&std::ffi::CStr; 2] = [c"user.overlay.opaque", c"trusted.overlay.opaque"];
