@@ -128,7 +128,7 @@ pub fn network_line(n: &Network) -> String {
 
 /// One line per reason: `env removed as secret-looking: A, B`.
 pub fn env_lines(dropped: &[Dropped]) -> Vec<String> {
-    [Why::Secret, Why::LoadsCode, Why::NotKept]
+    [Why::Secret, Why::LoadsCode, Why::HeldBack, Why::NotKept]
         .into_iter()
         .filter_map(|why| {
             let names: Vec<&str> = dropped

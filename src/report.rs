@@ -71,6 +71,9 @@ pub struct CommandResult {
     /// Read-write repo with a disk cap: what the command changed and what was copied back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repo_changes: Option<crate::layers::overlay::Changes>,
+    /// GitHub Actions' file commands: entries appended to the runner's files, and refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_commands: Option<crate::changes::actions::Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -264,6 +267,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         error: None,
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -296,6 +300,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         error: Some(error.to_string()),
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -346,6 +351,7 @@ pub fn ran(
         error,
         limits_hit,
         repo_changes: f.repo_changes.clone(),
+        file_commands: None,
         out: text(&f.out),
         err: text(&f.err),
     }
