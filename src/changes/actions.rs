@@ -61,7 +61,7 @@ pub const STDERR_MAX: usize = 20;
 /// Refusals listed in the report; the rest are counted.
 const REPORT_MAX: usize = 256;
 /// The longest name shown (stderr and report), in characters.
-const NAME_SHOWN: usize = 120;
+const NAME_SHOWN: usize = 1024;
 
 /// Names that make a later host program load code or configuration from a place the step
 /// chose, beyond `layers::env`'s list (which guards what enters a sandbox): git's and other
