@@ -12,7 +12,6 @@ mod common;
 mod schema;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
