@@ -25,7 +25,8 @@
 //!   `ACTIONS_RUNTIME_URL` would send later actions to data or hosts the step chose).
 //! - `GITHUB_PATH`: absolute entries only, one directory each (no `:`), without `.` or `..`,
 //!   and none inside a directory the step could write (the repo, `$RUNNER_TEMP`, the kept
-//!   home, any read-write bind) or below a world-writable one (`/tmp`), as written or resolved.
+//!   home and `$HOME` as the step saw it, any read-write bind) or below a world-writable one
+//!   (`/tmp`), as written or resolved.
 //! - `GITHUB_OUTPUT`, `GITHUB_STATE`: every well-formed entry.
 //! - `GITHUB_STEP_SUMMARY`: as written, up to the runner's own 1 MiB.
 //!
