@@ -812,3 +812,48 @@ true
         "{out}"
     );
 }
+
+/// The private copies are the step's: it may replace them with a link to a host file the
+/// runner's user can read (whose lines would then become the next steps' variables), a FIFO
+/// (a read that never ends) or a directory. Each is refused, named on stderr, without being
+/// followed or blocking; the runner's files stay empty. Control: the one left a plain file
+/// passes.
+#[test]
+fn a_private_copy_replaced_by_a_link_or_a_fifo_is_refused() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-copies");
+    let secret =
+        r._f.write("host-secret.env", "STOLEN=sbx-e2e-secret-value-7f3a\n");
+    let job = Job {
+        env: vec![(
+            "HOST_ENV_FILE".into(),
+            secret.to_string_lossy().into_owned(),
+        )],
+        ..Job::default()
+    };
+    let script = r#"
+rm -f "$GITHUB_ENV" && ln -s "$HOST_ENV_FILE" "$GITHUB_ENV"
+rm -f "$GITHUB_OUTPUT" && mkfifo "$GITHUB_OUTPUT"
+rm -f "$GITHUB_STATE" && mkdir "$GITHUB_STATE"
+echo "/usr/bin" >> "$GITHUB_PATH"
+echo linked
+"#;
+    let out = r.step_in(1, &[], "bash", &job, script);
+    out.assert_code(0);
+    assert!(out.stdout.contains("linked"), "{out}");
+    for file in ["GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STATE"] {
+        assert!(
+            out.stderr.contains(&format!(
+                "{file}: not passed to the runner: the file is not a regular file any more"
+            )),
+            "{file}: {out}"
+        );
+    }
+    let read = |name: &str| std::fs::read_to_string(r.file_command(name)).unwrap();
+    assert_eq!(read("set_env_step-1-4b5e9c1a"), "");
+    assert_eq!(read("set_output_step-1-4b5e9c1a"), "");
+    assert_eq!(read("save_state_step-1-4b5e9c1a"), "");
+    assert_eq!(read("add_path_step-1-4b5e9c1a"), "/usr/bin\n");
+}
