@@ -27,6 +27,11 @@ pub fn plan_lines(plan: &Plan, abi: u8) -> Vec<String> {
     out.extend(plan.mounts.iter().map(mount_line));
     out.push(network_line(&Network::of(plan, Some(abi))));
     out.extend(env_lines(&plan.env_dropped));
+    out.extend(
+        plan.file_commands
+            .as_ref()
+            .map(crate::changes::actions::plan_line),
+    );
     out
 }
 

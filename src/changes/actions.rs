@@ -517,6 +517,16 @@ fn make_private(files: &[(String, PathBuf)], ids: Ids) -> Result<PathBuf, String
     }
 }
 
+/// The `-v` line: which file commands are private copies, and where the host's copies are.
+pub fn plan_line(s: &Setup) -> String {
+    let names: Vec<&str> = s.files.iter().map(|(n, _)| n.as_str()).collect();
+    format!(
+        "file commands: {} are private copies ({}), filtered on the way back to the runner's files",
+        names.join(", "),
+        s.dir.display()
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // After the run
 // ---------------------------------------------------------------------------------------------
