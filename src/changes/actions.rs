@@ -1208,6 +1208,113 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    fn spec(read_write: Vec<PathBuf>) -> landlock::Spec {
+        landlock::Spec {
+            list: Vec::new(),
+            read_exec: Vec::new(),
+            read_only: Vec::new(),
+            read_write,
+            devices: Vec::new(),
+            tty_devices: Vec::new(),
+            tcp_connect: None,
+            tcp_bind: None,
+            scope: true,
+        }
+    }
+
+    #[test]
+    fn prepare_makes_temp_read_only_and_the_copies_private() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("sandbox-run-fc-prepare-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let temp = base.join("_temp");
+        std::fs::create_dir_all(temp.join("_github_workflow")).unwrap();
+        std::fs::create_dir_all(temp.join("_runner_file_commands")).unwrap();
+        std::fs::write(temp.join("step.sh"), "true\n").unwrap();
+        std::os::unix::fs::symlink("/etc", temp.join("a-link")).unwrap();
+        let real = temp.join("_runner_file_commands/set_env_1");
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let caller: Vec<(String, String)> = vec![
+            ("RUNNER_TEMP".into(), s(&temp)),
+            ("GITHUB_ENV".into(), s(&real)),
+            ("GITHUB_WORKSPACE".into(), "/w/repo".into()),
+        ];
+        let ids = Ids {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        };
+        let input = |namespaces| Input {
+            caller: &caller,
+            namespaces,
+            ids,
+            repo: Path::new("/w/repo"),
+            home_kept: None,
+            scratch: None,
+        };
+        let rw_temp = mounts::Op::Bind {
+            src: temp.clone(),
+            dst: temp.clone(),
+            ro: false,
+            optional: false,
+        };
+        // with namespaces: each entry but the link bound read-only, the copies bound
+        let mut ops = vec![rw_temp.clone()];
+        let mut l = spec(vec![PathBuf::from("/tmp")]);
+        let mut env = BTreeMap::new();
+        let setup = prepare(&input(true), &mut ops, Some(&mut l), &mut env)
+            .unwrap()
+            .unwrap();
+        let ro: Vec<PathBuf> = ops
+            .iter()
+            .filter_map(|op| match op {
+                mounts::Op::RepoRo { repo, rel, .. } if *repo == temp => Some(rel.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ro,
+            ["_github_workflow", "_runner_file_commands", "step.sh"].map(PathBuf::from)
+        );
+        assert!(ops.iter().any(|op| matches!(op,
+            mounts::Op::Bind { src, dst, ro: false, .. } if *src == setup.dir && dst == Path::new(INSIDE))));
+        assert_eq!(env["GITHUB_ENV"], format!("{INSIDE}/GITHUB_ENV"));
+        assert!(l.read_write.contains(&PathBuf::from(INSIDE)));
+        assert_eq!(setup.files, [("GITHUB_ENV".to_string(), real.clone())]);
+        for w in [&temp, &setup.dir, &PathBuf::from("/w/repo")] {
+            assert!(setup.writable.contains(w), "{w:?}: {:?}", setup.writable);
+        }
+        assert_eq!(
+            std::fs::read(setup.dir.join("GITHUB_ENV")).unwrap(),
+            Vec::<u8>::new()
+        );
+        crate::plan::remove_scratch(&setup.dir);
+        // without namespaces: landlock makes $RUNNER_TEMP read-only, the copies are on the host
+        let mut ops = Vec::new();
+        let mut l = spec(vec![PathBuf::from("/tmp"), temp.clone()]);
+        let mut env = BTreeMap::new();
+        let setup = prepare(&input(false), &mut ops, Some(&mut l), &mut env)
+            .unwrap()
+            .unwrap();
+        assert!(ops.is_empty(), "{ops:?}");
+        assert!(!l.read_write.contains(&temp), "{:?}", l.read_write);
+        assert!(l.read_exec.contains(&temp));
+        assert!(l.read_write.contains(&setup.dir));
+        assert_eq!(env["GITHUB_ENV"], s(&setup.dir.join("GITHUB_ENV")));
+        crate::plan::remove_scratch(&setup.dir);
+        // a relative file command is an error; none at all: nothing to bring back
+        let bad = vec![("GITHUB_OUTPUT".to_string(), "out".to_string())];
+        let mut i = input(true);
+        i.caller = &bad;
+        let e = prepare(&i, &mut Vec::new(), None, &mut BTreeMap::new()).unwrap_err();
+        assert!(e.contains("GITHUB_OUTPUT"), "{e}");
+        i.caller = &[];
+        assert!(prepare(&i, &mut Vec::new(), None, &mut BTreeMap::new())
+            .unwrap()
+            .is_none());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn append_follows_no_link_and_ends_the_last_line() {
         let base =
