@@ -619,6 +619,7 @@ impl Runner<'_> {
         // A run without namespaces has a scratch dir on the host, a read-write repo without
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
+        let _file_commands = plan.file_commands.as_ref().map(|f| Scratch(f.dir.clone()));
         let _placeholder = match &plan.git_placeholder {
             Some(repo) => Some(crate::layers::git::Placeholder::make(repo).map_err(Fail::usage)?),
             None => None,
@@ -749,6 +750,11 @@ impl Runner<'_> {
                 );
             }
         }
+        // The sandbox is gone: what the step left for the runner, filtered.
+        result.file_commands = plan
+            .file_commands
+            .as_ref()
+            .map(crate::changes::actions::apply);
         if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
             // a file it could not write may be why: look deeper than before the run
             crate::workspace::warn_foreign_owner(

@@ -88,6 +88,10 @@ pub struct Plan {
     /// Repo-relative paths the copy-back leaves alone ([`Overrides::keep_paths`]).
     #[serde(default)]
     pub keep_paths: Vec<PathBuf>,
+    /// GitHub Actions' file commands, brought back after the run by the caller
+    /// ([`crate::changes::actions::apply`]), which removes their directory.
+    #[serde(skip)]
+    pub file_commands: Option<crate::changes::actions::Setup>,
 }
 
 /// What the `run` command line adds to the profile.
@@ -431,7 +435,7 @@ pub fn build(
     let tmp = scratch
         .as_ref()
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
-    let landlock = landlock_ok.then(|| {
+    let mut landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| {
             v.iter()
                 .filter(|p| crate::canon::exists(p))
@@ -522,6 +526,7 @@ pub fn build(
     let built = env::build(&env::Inputs {
         caller: &host.env,
         keep: &profile.env.keep,
+        drop: &profile.env.drop,
         keep_flag: &o.keep_env,
         pass: &profile.env.pass,
         pass_flag: &o.pass_env,
@@ -548,6 +553,35 @@ pub fn build(
             tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
         }
     }
+    // `[filesystem] file_commands`: private copies, `$RUNNER_TEMP`'s entries read-only.
+    let file_commands = match fs.file_commands {
+        false => None,
+        true => {
+            let input = crate::changes::actions::Input {
+                caller: &host.env,
+                namespaces,
+                ids,
+                repo: &ws.repo,
+                home_kept: home_kept.as_deref(),
+                scratch: scratch.as_deref(),
+            };
+            let r = crate::changes::actions::prepare(
+                &input,
+                &mut ops,
+                landlock.as_mut(),
+                &mut built.vars,
+            );
+            match r {
+                Ok(s) => s,
+                Err(e) => {
+                    if let Some(dir) = &scratch {
+                        remove_scratch(dir);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    };
     for name in &built.unset {
         tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }
@@ -602,6 +636,7 @@ pub fn build(
         git_placeholder,
         cgroup_self_join: false,
         keep_paths: o.keep_paths.clone(),
+        file_commands,
     })
 }
 

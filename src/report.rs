@@ -72,6 +72,9 @@ pub struct CommandResult {
     /// and what became of it (applied, kept, discarded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repo_changes: Option<crate::changes::back::RepoChanges>,
+    /// GitHub Actions' file commands: entries appended to the runner's files, and refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_commands: Option<crate::changes::actions::Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -265,6 +268,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         error: None,
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -297,6 +301,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         error: Some(error.to_string()),
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -347,6 +352,7 @@ pub fn ran(
         error,
         limits_hit,
         repo_changes: None,
+        file_commands: None,
         out: text(&f.out),
         err: text(&f.err),
     }
