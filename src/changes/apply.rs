@@ -385,11 +385,12 @@ impl<'a> Ctx<'a> {
             let fault = injected(self.faults.undo, n);
             match d {
                 Done::Temp { parent, tmp, at } => {
-                    if keep.contains(&(parent.as_raw_fd(), tmp.clone())) {
-                        left.push(at);
-                    } else if fault
-                        .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
-                        .is_err()
+                    // kept: it holds the old content of a path left changed
+                    let kept = keep.contains(&(parent.as_raw_fd(), tmp.clone()));
+                    if kept
+                        || fault
+                            .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
+                            .is_err()
                     {
                         left.push(at);
                     }

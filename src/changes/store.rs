@@ -549,21 +549,24 @@ pub fn open(id: &str) -> Result<Stored, String> {
     })
 }
 
+/// A kept changeset read back, or its ID and why it could not be.
+pub type Listed = Result<Stored, (String, String)>;
+
 /// Every kept changeset, oldest first (a broken one as its ID and why).
-pub fn list() -> Result<Vec<Result<Stored, (String, String)>>, String> {
+pub fn list() -> Result<Vec<Listed>, String> {
     let Some((dir, changes)) = changes_dir(false)? else {
         return Ok(Vec::new());
     };
     let names =
         fs::names(changes.raw_fd()).map_err(|e| format!("changes {}: {e}", dir.display()))?;
-    let mut out: Vec<Result<Stored, (String, String)>> = names
+    let mut out: Vec<Listed> = names
         .into_iter()
         .filter_map(|n| n.into_string().ok())
         .filter(|n| valid_id(n))
         .map(|id| open(&id).map_err(|e| (id, e)))
         .collect();
     out.sort_by(|a, b| {
-        let key = |s: &Result<Stored, (String, String)>| match s {
+        let key = |s: &Listed| match s {
             Ok(s) => (s.manifest.meta.created.clone(), s.id.clone()),
             Err((id, _)) => (String::new(), id.clone()),
         };
