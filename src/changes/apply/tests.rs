@@ -13,10 +13,14 @@ enum N {
 }
 use N::{D, F, L};
 
+/// `target/changes-apply-NAME-PID`, or under `$SANDBOX_RUN_TEST_TMP` (an unprivileged
+/// user's run: the permission failures only show there).
 fn scratch(name: &str) -> PathBuf {
-    let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+    let top = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let base = std::fs::canonicalize(top)
         .unwrap()
-        .join("target")
         .join(format!("changes-apply-{name}-{}", std::process::id()));
     wipe(&base);
     std::fs::create_dir_all(&base).unwrap();
