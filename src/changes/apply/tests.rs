@@ -280,6 +280,42 @@ fn every_kind_of_entry_is_applied() {
     assert_eq!(a.modified().unwrap(), b.modified().unwrap());
 }
 
+/// A filesystem without RENAME_EXCHANGE and RENAME_NOREPLACE: the same result, and a
+/// failure at any step of the swap still rolls back whole.
+#[test]
+fn without_the_rename_flags_it_falls_back_and_still_rolls_back() {
+    let s = Setup::new("oldfs");
+    let want = expected(&s.base);
+    let cs = changeset(&s.repo);
+    let o = s.apply(
+        &cs,
+        &Faults {
+            old_fs: true,
+            ..Faults::default()
+        },
+    );
+    assert_eq!((o.applied, o.error), (Applied::All, None));
+    assert_eq!(snapshot(&s.repo), want);
+    s.reset();
+    let before = snapshot(&s.repo);
+    for n in 0.. {
+        s.reset();
+        let o = s.apply(
+            &cs,
+            &Faults {
+                swap: Some(n),
+                old_fs: true,
+                ..Faults::default()
+            },
+        );
+        if o.applied == Applied::All {
+            break;
+        }
+        assert_eq!(o.applied, Applied::None, "step {n}: {o:?}");
+        assert_eq!(snapshot(&s.repo), before, "step {n}");
+    }
+}
+
 #[test]
 fn refused_entries_and_nothing_to_do_change_nothing() {
     let s = Setup::new("refused");
