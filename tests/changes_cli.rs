@@ -379,3 +379,39 @@ fn the_kept_tree_is_an_overlay_lower_layer() {
     );
     changes(&["drop", &id]).assert_code(0);
 }
+
+/// A name the command chose cannot rewrite the reviewer's terminal: controls are escaped in
+/// every listing and in errors.
+#[test]
+fn names_are_shown_not_obeyed() {
+    let f = Fixture::new("changes-names");
+    let repo = f.path("g/repo");
+    let upper = f.path("g/upper");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&upper).unwrap();
+    let evil = "a\x1b[2J\u{202e}txt.exe";
+    std::fs::write(upper.join(evil), "x\n").unwrap();
+    let cs = Changeset {
+        roots: vec![repo.clone()],
+        entries: vec![entry(evil, Kind::Added, What::File, 0o644, 2)],
+    };
+    let id = keep(&cs, &upper);
+    for args in [vec!["show", &id], vec!["diff", &id]] {
+        let r = changes(&args);
+        r.assert_code(0);
+        assert!(
+            !r.stdout.contains('\x1b') && !r.stdout.contains('\u{202e}'),
+            "{r}"
+        );
+        assert!(r.stdout.contains("a\\u{1b}[2J\\u{202e}txt.exe"), "{r}");
+    }
+    // the same name in the repo now: the apply refuses, and says so without the controls
+    std::fs::write(repo.join(evil), "mine\n").unwrap();
+    let r = changes(&["apply", &id]);
+    r.assert_code(125);
+    assert!(
+        !r.stderr.contains('\x1b') && r.stderr.contains("\\u{1b}"),
+        "{r}"
+    );
+    changes(&["drop", &id]).assert_code(0);
+}

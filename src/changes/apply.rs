@@ -288,9 +288,7 @@ impl<'a> Ctx<'a> {
             fs::rename(dirfd, from, to, flags)
         };
         match r {
-            Err(e)
-                if e.raw_os_error() == Some(libc::EINVAL) && flags == libc::RENAME_NOREPLACE =>
-            {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && flags == libc::RENAME_NOREPLACE => {
                 if fs::lstat_at(dirfd, to)?.is_some() {
                     return Err(io::Error::from_raw_os_error(libc::EEXIST));
                 }
