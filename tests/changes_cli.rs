@@ -101,9 +101,11 @@ const BIN_NEW: &[u8] = b"\x00\x02new";
 fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
     let repo = f.path(&format!("{name}/repo"));
     let upper = f.path(&format!("{name}/upper"));
-    for d in ["gonedir/deep", "sub"] {
+    for d in ["gonedir/deep", "sub", "d2f"] {
         std::fs::create_dir_all(repo.join(d)).unwrap();
     }
+    std::fs::write(repo.join("d2f/old"), "old\n").unwrap();
+    std::fs::write(repo.join("f2d"), "a file\n").unwrap();
     std::fs::write(repo.join("keep.txt"), "keep\n").unwrap();
     std::fs::write(repo.join("mod.txt"), "one\ntwo\nthree\n").unwrap();
     std::fs::write(repo.join("gone.txt"), "bye\n").unwrap();
@@ -113,9 +115,11 @@ fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
     std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(repo.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    for d in ["newdir", "sub"] {
+    for d in ["newdir", "sub", "f2d"] {
         std::fs::create_dir_all(upper.join(d)).unwrap();
     }
+    std::fs::write(upper.join("d2f"), "now a file\n").unwrap();
+    std::fs::write(upper.join("f2d/inner"), "inner\n").unwrap();
     std::fs::write(upper.join("mod.txt"), "one\n2\nthree\n").unwrap();
     std::fs::write(upper.join("new.txt"), "hello\n").unwrap();
     std::fs::write(upper.join("newdir/x"), "x\n").unwrap();
@@ -132,6 +136,9 @@ fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
         roots: vec![repo.clone()],
         entries: vec![
             entry("bin.dat", Kind::Modified, What::File, 0o644, 5),
+            entry("d2f", Kind::TypeChange, What::File, 0o644, 11),
+            entry("f2d", Kind::TypeChange, What::Dir, 0o755, 0),
+            entry("f2d/inner", Kind::Added, What::File, 0o644, 6),
             entry("gone.txt", Kind::Removed, What::File, 0, 0),
             entry("gonedir", Kind::Removed, What::Dir, 0, 0),
             entry("link", Kind::Added, What::Link, 0, 7),
@@ -165,9 +172,11 @@ fn keep(cs: &Changeset, upper: &Path) -> String {
 /// What the repo must hold once the scene's changes are applied.
 fn applied(f: &Fixture, name: &str) -> BTreeMap<PathBuf, String> {
     let want = f.path(&format!("{name}/want"));
-    for d in ["newdir", "sub"] {
+    for d in ["newdir", "sub", "f2d"] {
         std::fs::create_dir_all(want.join(d)).unwrap();
     }
+    std::fs::write(want.join("d2f"), "now a file\n").unwrap();
+    std::fs::write(want.join("f2d/inner"), "inner\n").unwrap();
     std::fs::write(want.join("keep.txt"), "keep\n").unwrap();
     std::fs::write(want.join("mod.txt"), "one\n2\nthree\n").unwrap();
     std::fs::write(want.join("new.txt"), "hello\n").unwrap();
@@ -201,7 +210,7 @@ fn list_show_diff_apply_drop() {
         .unwrap_or_else(|| panic!("{r}"));
     assert!(line.contains(&repo.display().to_string()), "{line}");
     assert!(
-        line.contains(" ci ") && line.contains("10 accepted, 1 refused"),
+        line.contains(" ci ") && line.contains("13 accepted, 1 refused"),
         "{line}"
     );
 
@@ -210,13 +219,25 @@ fn list_show_diff_apply_drop() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["id"], id.as_str());
     assert_eq!(v["meta"]["command"], "make fmt");
-    assert_eq!(v["changeset"]["entries"].as_array().unwrap().len(), 11);
+    assert_eq!(v["changeset"]["entries"].as_array().unwrap().len(), 14);
     assert_eq!(
-        v["changeset"]["entries"][10]["refused"],
+        v["changeset"]["entries"][13]["refused"],
         "a FIFO, socket or device never reaches the host"
     );
-    assert_eq!(v["meta"]["base"][1]["held"]["state"], "present");
-    assert_eq!(v["meta"]["base"][3]["held"]["state"], "absent");
+    let base = |path: &str| {
+        let i = cs
+            .entries
+            .iter()
+            .position(|e| e.path == Path::new(path))
+            .unwrap();
+        let b = v["meta"]["base"].as_array().unwrap();
+        b.iter().find(|b| b["entry"] == i).unwrap()["held"].clone()
+    };
+    assert_eq!(base("gone.txt")["state"], "present");
+    assert_eq!(base("gone.txt")["what"], "file");
+    assert_eq!(base("new.txt")["state"], "absent");
+    assert!(base("gonedir")["digest"].is_string());
+    assert!(base("mod.txt")["digest"].is_null());
     let r = changes(&["show", &id]);
     r.assert_code(0);
     assert!(r.stdout.contains("refused: a FIFO"), "{r}");
@@ -225,6 +246,8 @@ fn list_show_diff_apply_drop() {
     r.assert_code(0);
     for part in [
         "diff --git a/bin.dat b/bin.dat\nBinary files a/bin.dat and b/bin.dat differ\n",
+        "diff --git a/d2f/old b/d2f/old\ndeleted file mode 100644\n--- a/d2f/old\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\ndiff --git a/d2f b/d2f\nnew file mode 100644\n",
+        "diff --git a/f2d b/f2d\ndeleted file mode 100644\n--- a/f2d\n+++ /dev/null\n@@ -1 +0,0 @@\n-a file\ndiff --git a/f2d/inner b/f2d/inner\nnew file mode 100644\n",
         "diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n",
         "diff --git a/gonedir/a b/gonedir/a\ndeleted file mode 100644\n",
         "diff --git a/gonedir/deep/b b/gonedir/deep/b\ndeleted file mode 100644\n",
@@ -353,9 +376,9 @@ fn the_kept_tree_is_an_overlay_lower_layer() {
     std::fs::create_dir_all(&mnt).unwrap();
     let script = format!(
         "mount -t overlay overlay -o lowerdir={}:{} {} || exit 99; cd {} && \
-         for p in gone.txt gonedir new.txt newdir/x sub/added link keep.txt; do \
+         for p in gone.txt gonedir new.txt newdir/x sub/added link keep.txt d2f/old f2d/inner; do \
            if [ -e $p ] || [ -L $p ]; then echo \"$p yes\"; else echo \"$p no\"; fi; done; \
-         cat mod.txt; stat -c %a run.sh",
+         cat mod.txt d2f; stat -c %a run.sh",
         tree.display(),
         repo.display(),
         mnt.display(),
@@ -374,7 +397,7 @@ fn the_kept_tree_is_an_overlay_lower_layer() {
     r.assert_code(0);
     assert_eq!(
         r.stdout,
-        "gone.txt no\ngonedir no\nnew.txt yes\nnewdir/x yes\nsub/added yes\nlink yes\nkeep.txt yes\none\n2\nthree\n755\n",
+        "gone.txt no\ngonedir no\nnew.txt yes\nnewdir/x yes\nsub/added yes\nlink yes\nkeep.txt yes\nd2f/old no\nf2d/inner yes\none\n2\nthree\nnow a file\n755\n",
         "{r}"
     );
     changes(&["drop", &id]).assert_code(0);

@@ -40,7 +40,8 @@ pub struct Meta {
     pub command: String,
     /// When it was kept (RFC 3339, UTC); [`keep`] fills it when empty.
     pub created: String,
-    /// What the repo held at each accepted entry when it was kept; [`keep`] fills it.
+    /// What the repo held at each accepted entry when it was kept; [`keep`] fills it when
+    /// empty (with [`base_now`]).
     pub base: Vec<Base>,
 }
 
@@ -508,7 +509,9 @@ fn keep_in(
     if meta.repo.as_os_str().is_empty() {
         meta.repo = cs.roots.first().cloned().unwrap_or_default();
     }
-    meta.base = base_now(cs)?;
+    if meta.base.is_empty() {
+        meta.base = base_now(cs)?;
+    }
     let manifest = Manifest {
         changeset: cs.clone(),
         meta: meta.clone(),
