@@ -439,3 +439,59 @@ fn names_are_shown_not_obeyed() {
     );
     changes(&["drop", &id]).assert_code(0);
 }
+
+/// The diff of modified text files is the one git prints (without its `index` line): several
+/// hunks, lines added and removed, a last line without a newline.
+#[test]
+fn the_diff_is_the_one_git_prints() {
+    let f = Fixture::new("changes-gitdiff");
+    let repo = f.path("h/repo");
+    let upper = f.path("h/upper");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&upper).unwrap();
+    let old: String = (1..=40).map(|i| format!("{i}\n")).collect();
+    let mut new = String::new();
+    for i in 1..=40 {
+        match i {
+            5 => new.push_str("five\n"),
+            12 => {}
+            30 => new.push_str("thirty\nextra\n"),
+            _ => new.push_str(&format!("{i}\n")),
+        }
+    }
+    new.push_str("tail");
+    std::fs::write(repo.join("f.txt"), &old).unwrap();
+    std::fs::write(upper.join("f.txt"), &new).unwrap();
+    std::fs::write(repo.join("g.txt"), "a\nb\n").unwrap();
+    std::fs::write(upper.join("g.txt"), "a\nb").unwrap();
+    let modified = |p: &str| entry(p, Kind::Modified, What::File, 0o644, 1);
+    let cs = Changeset {
+        roots: vec![repo.clone()],
+        entries: vec![modified("f.txt"), modified("g.txt")],
+    };
+    let id = keep(&cs, &upper);
+    let ours = changes(&["diff", &id]);
+    ours.assert_code(0);
+    let mut want = String::new();
+    for n in ["f.txt", "g.txt"] {
+        let mut c = Command::new("git");
+        c.args(["diff", "--no-index", "--no-color", "--no-ext-diff"])
+            .arg(repo.join(n))
+            .arg(upper.join(n))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &f.dir);
+        let Ok(o) = c.output() else {
+            skip_tool("git is not in PATH");
+            return;
+        };
+        let text = String::from_utf8_lossy(&o.stdout)
+            .replace(&format!("a{}", repo.display()), "a")
+            .replace(&format!("b{}", upper.display()), "b");
+        for l in text.lines().filter(|l| !l.starts_with("index ")) {
+            want.push_str(l);
+            want.push('\n');
+        }
+    }
+    assert_eq!(ours.stdout, want);
+    changes(&["drop", &id]).assert_code(0);
+}
