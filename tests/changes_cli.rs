@@ -495,3 +495,29 @@ fn the_diff_is_the_one_git_prints() {
     assert_eq!(ours.stdout, want);
     changes(&["drop", &id]).assert_code(0);
 }
+
+/// One apply or drop at a time; a kept changeset whose manifest broke is listed as such and
+/// can still be dropped.
+#[test]
+fn a_changeset_in_use_is_left_alone_and_a_broken_one_can_go() {
+    let f = Fixture::new("changes-lock");
+    let (repo, upper, cs) = scene(&f, "i");
+    let id = keep(&cs, &upper);
+    let stored = store::open(&id).unwrap();
+    let held = stored.lock().unwrap();
+    let before = snapshot(&repo);
+    for cmd in ["apply", "drop"] {
+        let r = changes(&[cmd, &id]);
+        r.assert_code(125);
+        assert!(r.stderr.contains("another sandbox-run"), "{r}");
+    }
+    assert_eq!(snapshot(&repo), before);
+    drop(held);
+    std::fs::write(stored.dir.join("manifest.json"), "{ broken").unwrap();
+    let r = changes(&["list"]);
+    r.assert_code(0);
+    assert!(r.stdout.contains(&format!("{id}  (unreadable")), "{r}");
+    changes(&["show", &id]).assert_code(125);
+    changes(&["drop", &id]).assert_code(0);
+    assert!(!stored.dir.exists());
+}

@@ -319,7 +319,7 @@ fn diff(id: &str) -> Result<i32, String> {
     let s = store::open(id)?;
     let cs = &s.manifest.changeset;
     let roots = open_roots(cs)?;
-    let trees = open_trees(&s)?;
+    let trees = s.sources()?;
     let stdout = std::io::stdout();
     // On a terminal the command's bytes are shown, not obeyed: controls escaped.
     let tty = std::io::IsTerminal::is_terminal(&stdout);
@@ -378,13 +378,6 @@ fn open_roots(cs: &Changeset) -> Result<Vec<Tree>, String> {
         .collect()
 }
 
-fn open_trees(s: &Stored) -> Result<Vec<Tree>, String> {
-    s.trees
-        .iter()
-        .map(|t| Tree::open(t).map_err(|e| format!("changes: opening {}: {e}", t.display())))
-        .collect()
-}
-
 /// The paths whose content changed since the changeset was kept.
 fn changed_since(s: &Stored) -> Result<Vec<String>, String> {
     let cs = &s.manifest.changeset;
@@ -432,6 +425,7 @@ fn owner_of(repo: &Path) -> Result<(u32, u32), String> {
 
 fn apply(id: &str) -> Result<i32, String> {
     let s = store::open(id)?;
+    let held = s.lock()?;
     let cs = &s.manifest.changeset;
     let repo = cs
         .roots
@@ -445,7 +439,7 @@ fn apply(id: &str) -> Result<i32, String> {
         ));
     }
     let targets = open_roots(cs)?;
-    let sources = open_trees(&s)?;
+    let sources = s.sources()?;
     let (uid, gid) = owner_of(repo)?;
     let me = nix::unistd::geteuid().as_raw();
     if me != 0 && me != uid {
@@ -459,7 +453,7 @@ fn apply(id: &str) -> Result<i32, String> {
     let err = o.error.clone().unwrap_or_default();
     match o.applied {
         Applied::All => {
-            let dropped = match store::drop(id) {
+            let dropped = match store::remove_locked(id, held) {
                 Ok(()) => "the kept changeset is removed".to_string(),
                 Err(e) => format!("the kept changeset could not be removed: {e}"),
             };
