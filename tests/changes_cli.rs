@@ -521,3 +521,23 @@ fn a_changeset_in_use_is_left_alone_and_a_broken_one_can_go() {
     changes(&["drop", &id]).assert_code(0);
     assert!(!stored.dir.exists());
 }
+
+/// After the keep, a directory on the way of an entry is replaced by a link to somewhere
+/// outside: the apply refuses, and nothing is written there (nor anywhere in the repo).
+#[test]
+fn a_directory_turned_link_after_the_keep_is_not_followed() {
+    let f = Fixture::new("changes-link");
+    let (repo, upper, cs) = scene(&f, "j");
+    let id = keep(&cs, &upper);
+    let outside = f.path("j/outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::rename(repo.join("sub"), f.path("j/sub-moved")).unwrap();
+    symlink(&outside, repo.join("sub")).unwrap();
+    let before = snapshot(&repo);
+    let r = changes(&["apply", &id]);
+    r.assert_code(125);
+    assert!(r.stderr.contains("sub/added (now unreachable)"), "{r}");
+    assert_eq!(snapshot(&repo), before);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    changes(&["drop", &id]).assert_code(0);
+}

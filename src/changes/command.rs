@@ -392,9 +392,9 @@ fn changed_since(s: &Stored) -> Result<Vec<String>, String> {
         if !same {
             let e = &cs.entries[b.entry];
             let how = match (&b.held, then.map(|t| &t.held)) {
+                (Held::Unreachable { .. }, _) => "now unreachable",
                 (Held::Absent, _) => "now missing",
                 (_, Some(Held::Absent)) => "now exists",
-                (Held::Unreachable { .. }, _) => "now unreachable",
                 _ => "changed",
             };
             out.push(format!("{} ({how})", shown(cs, e.root, &e.path)));
