@@ -201,6 +201,33 @@ fn list_show_diff_apply_drop() {
     let id = keep(&cs, &upper);
     assert!(id.starts_with('c') && id.len() == 9, "{id}");
 
+    // the kept layout: 0700 directories, a 0600 manifest, whiteouts as devices 0:0, the
+    // repo's modes on directories that did not change, the entries' modes on the rest
+    let stored = store::open(&id).unwrap();
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&stored.dir), 0o700);
+    assert_eq!(mode(stored.dir.parent().unwrap()), 0o700);
+    assert_eq!(mode(&stored.dir.join("manifest.json")), 0o600);
+    let tree = &stored.trees[0];
+    for w in ["gone.txt", "gonedir"] {
+        use std::os::unix::fs::FileTypeExt;
+        let m = std::fs::symlink_metadata(tree.join(w)).unwrap();
+        assert!(m.file_type().is_char_device() && m.rdev() == 0, "{w}");
+    }
+    std::fs::set_permissions(repo.join("sub"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    assert_eq!(
+        mode(&tree.join("sub")),
+        0o755,
+        "the repo's mode at the keep"
+    );
+    std::fs::set_permissions(repo.join("sub"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(mode(&tree.join("newdir/x")), 0o600);
+    assert_eq!(mode(&tree.join("run.sh")), 0o755);
+    assert!(
+        !tree.join("sub/evil").exists(),
+        "a refused entry is not kept"
+    );
+
     let r = changes(&["list"]);
     r.assert_code(0);
     let line = r
@@ -339,6 +366,15 @@ fn root_applies_as_the_repos_owner() {
         .unwrap();
     assert!(chown.success());
     let id = keep(&cs, &upper);
+    // kept in root's directory, but given to the repo's owner, who applies it
+    let tree = store::open(&id).unwrap().trees[0].clone();
+    for p in ["", "new.txt", "newdir", "gone.txt"] {
+        assert_eq!(
+            std::fs::symlink_metadata(tree.join(p)).unwrap().uid(),
+            65534,
+            "{p}"
+        );
+    }
     let r = changes(&["apply", &id]);
     r.assert_code(0);
     for p in ["new.txt", "newdir", "newdir/x", "sub/added", "mod.txt"] {
