@@ -48,7 +48,11 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
             json,
             requirements_md,
         } => Ok(doctor(json, requirements_md)),
-        Command::Home { profile } => home_command(&profile),
+        Command::Home {
+            profile,
+            seed,
+            user,
+        } => home_command(&profile, &seed, user.as_deref(), verbose, cli.quiet),
         Command::Profiles { action } => profiles(action.unwrap_or(ProfilesAction::List)),
         Command::Changes { action } => crate::changes::command::run(action).map_err(Fail::usage),
     }
@@ -134,21 +138,43 @@ pub fn verdict_line(v: &policy::Verdict) -> String {
 }
 
 /// `sandbox-run home PROFILE`: the caller's kept home for PROFILE, made when missing.
-fn home_command(name: &str) -> Result<i32, Fail> {
+fn home_command(
+    name: &str,
+    seed: &[std::path::PathBuf],
+    user: Option<&str>,
+    verbose: u8,
+    quiet: bool,
+) -> Result<i32, Fail> {
     let p = load_profile(name)?;
-    let (uid, gid) = (
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    );
+    let me = nix::unistd::geteuid().as_raw();
+    let (uid, gid) = match user {
+        Some(u) => crate::home::seed::user_ids(u).map_err(Fail::usage)?,
+        None => (me, nix::unistd::getegid().as_raw()),
+    };
+    if uid != me && me != 0 {
+        return Err(Fail::usage(
+            "home --user: only root may make or seed another user's kept home",
+        ));
+    }
     let (base, below) = crate::home::location(
         uid,
-        uid,
+        me,
         |k| std::env::var(k).ok(),
         crate::home::passwd_home(uid),
         &p.name,
     )
     .map_err(Fail::usage)?;
     let dir = crate::home::ensure(&base, &below, uid, gid).map_err(Fail::usage)?;
+    if !seed.is_empty() {
+        let cwd = std::env::current_dir().map_err(|e| Fail::usage(format!("seed: cwd: {e}")))?;
+        let done = crate::home::seed::seed(&dir, seed, &cwd, verbose > 0, &mut |l| {
+            eprintln!("sandbox-run: {l}")
+        })
+        .map_err(Fail::usage)?;
+        if !quiet {
+            eprintln!("sandbox-run: {}", done.summary(&dir));
+        }
+    }
     println!("{}", dir.display());
     Ok(0)
 }
@@ -248,6 +274,8 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             stdin_pipe: stdin.is_some(),
             keep_paths: rep.keep_paths(&ws),
             carry: None,
+            changes: args.changes.map(crate::cli::ChangesArg::mode),
+            with_changes: with_changes(args.with_changes.as_deref(), &ws)?,
         },
         options: crate::supervisor::Options {
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
@@ -707,7 +735,11 @@ impl Runner<'_> {
                 crate::units::Duration(self.options.timeout)
             );
         }
-        let result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        result.repo_changes = self.way_back(cmd, &plan, &finished);
+        if result.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
+            result.limits_hit.push("disk");
+        }
         if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
             // a file it could not write may be why: look deeper than before the run
             crate::workspace::warn_foreign_owner(
@@ -718,6 +750,36 @@ impl Runner<'_> {
             );
         }
         Ok((result, report::sandbox(&plan, &finished, cgroup)))
+    }
+
+    /// A run with a kept layer: what became of its writes to the repo ([`crate::changes`]).
+    fn way_back(
+        &self,
+        cmd: &str,
+        plan: &crate::plan::Plan,
+        f: &crate::supervisor::Finished,
+    ) -> Option<crate::changes::back::RepoChanges> {
+        use crate::changes::back::{Mode, RepoChanges};
+        if !crate::layers::overlay::kept(&plan.mounts) {
+            return None;
+        }
+        let Some(layer) = &f.layer else {
+            // The sandbox never handed its layer over: it failed to start, or its init died.
+            if f.failure.is_none() {
+                eprintln!("sandbox-run: repo: the sandbox ended before it handed its changes over; nothing was applied");
+            }
+            return Some(RepoChanges {
+                applied: Some(crate::changes::Applied::None),
+                error: Some("the sandbox ended before it handed its changes over".into()),
+                ..RepoChanges::default()
+            });
+        };
+        let mode = self.overrides.changes.unwrap_or(Mode::Apply);
+        let meta = crate::changes::back::Meta {
+            profile: self.profile.name.clone(),
+            command: cmd.to_string(),
+        };
+        Some(crate::changes::back::run(plan, layer, mode, &meta))
     }
 
     fn cgroup_limits(&self) -> crate::layers::cgroup::Limits {
@@ -862,6 +924,8 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         overrides: crate::plan::Overrides {
             keep_paths: rep.keep_paths(&ws),
             carry,
+            changes: args.changes.map(crate::cli::ChangesArg::mode),
+            with_changes: with_changes(args.with_changes.as_deref(), &ws)?,
             ..Default::default()
         },
         options: crate::supervisor::Options {
@@ -969,6 +1033,31 @@ fn stdin_source(arg: &str, repo: &std::path::Path) -> Result<std::fs::File, Stri
         f
     };
     Ok(file)
+}
+
+/// `--with-changes ID`: the kept changeset's trees, each with the host directory it goes over.
+/// It must have been kept from this repo.
+fn with_changes(
+    id: Option<&str>,
+    ws: &Workspace,
+) -> Result<Vec<(std::path::PathBuf, std::path::PathBuf)>, Fail> {
+    let Some(id) = id else {
+        return Ok(Vec::new());
+    };
+    let stored = crate::changes::store::open(id)
+        .map_err(|e| Fail::usage(format!("--with-changes {id}: {e}")))?;
+    let roots = stored.manifest.changeset.roots.clone();
+    if roots.first() != Some(&ws.repo) {
+        return Err(Fail::usage(format!(
+            "--with-changes {id}: the changeset was kept from the repo {}, not {}",
+            roots
+                .first()
+                .map(|r| r.display().to_string())
+                .unwrap_or_default(),
+            ws.repo.display()
+        )));
+    }
+    Ok(roots.into_iter().zip(stored.trees).collect())
 }
 
 /// The command as the user wrote it: the `--command` string, or the argv joined by spaces.

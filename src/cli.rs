@@ -47,6 +47,15 @@ pub enum Command {
     Home {
         /// Profile name or path to a .toml file.
         profile: String,
+        /// Copy these files and directories (e.g. `~/.claude ~/.claude.json`) into the kept
+        /// home, each under its own name, following no link on either side: whatever an
+        /// earlier run left in the way (a link, a FIFO) is replaced, never written through.
+        #[arg(long, value_name = "PATH", num_args = 1..)]
+        seed: Vec<PathBuf>,
+        /// Root only: the kept home of this user (name or uid), as a run of a repo the user
+        /// owns uses it; seeded copies are given to that user.
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
     },
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {
@@ -135,6 +144,26 @@ pub enum NetArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChangesArg {
+    /// Every accepted change reaches the repo, or none does (read-write profiles' default).
+    Apply,
+    /// Nothing touches the repo: the changes are stored for review under an ID.
+    Keep,
+    /// Thrown away (copy-on-write profiles' default).
+    Discard,
+}
+
+impl ChangesArg {
+    pub fn mode(self) -> crate::changes::back::Mode {
+        match self {
+            ChangesArg::Apply => crate::changes::back::Mode::Apply,
+            ChangesArg::Keep => crate::changes::back::Mode::Keep,
+            ChangesArg::Discard => crate::changes::back::Mode::Discard,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HomeArg {
     /// A private tmpfs, gone after the run.
     Tmp,
@@ -212,6 +241,15 @@ pub struct RunArgs {
     /// by other users.
     #[arg(long = "ca-certs", value_name = "FILE")]
     pub ca_certs: Option<PathBuf>,
+    /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of
+    /// read-write profiles), `keep` (stored for review: `sandbox-run changes`), `discard` (the
+    /// default of copy-on-write profiles).
+    #[arg(long, value_enum, value_name = "apply|keep|discard")]
+    pub changes: Option<ChangesArg>,
+    /// Run on the repo with the kept changeset ID laid over it, copy-on-write: the repo is not
+    /// touched and the run's own writes are thrown away.
+    #[arg(long = "with-changes", value_name = "ID")]
+    pub with_changes: Option<String>,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -239,6 +277,15 @@ pub struct ValidateArgs {
     /// Wall-clock limit for each command (default: the profile's; above 0).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, allow_hyphen_values = true)]
     pub timeout: Option<crate::units::Duration>,
+    /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of
+    /// read-write profiles), `keep` (stored for review: `sandbox-run changes`), `discard` (the
+    /// default of copy-on-write profiles).
+    #[arg(long, value_enum, value_name = "apply|keep|discard")]
+    pub changes: Option<ChangesArg>,
+    /// Run on the repo with the kept changeset ID laid over it, copy-on-write: the repo is not
+    /// touched and the run's own writes are thrown away.
+    #[arg(long = "with-changes", value_name = "ID")]
+    pub with_changes: Option<String>,
 }
 
 fn parse_cpus(s: &str) -> Result<f64, String> {

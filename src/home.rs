@@ -26,8 +26,9 @@
 
 use crate::hostfs::{Dir, Tree};
 use std::ffi::OsStr;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+pub mod seed;
 
 /// The directory name of a profile's home: its name when that is a plain word, else (a
 /// profile given by path) the file's stem, sanitized, and a hash of the whole path, so two
@@ -291,42 +292,12 @@ pub fn gitconfig_text(identity: &[(String, String)]) -> Option<String> {
 }
 
 /// Write `text` as `home/.gitconfig` (pid 1, in the new root, before the workload starts):
-/// a new file renamed over whatever is there, so a link the last run left there is replaced,
-/// never followed.
+/// a new file under a name nobody can guess, renamed over whatever is there, so a link, a
+/// FIFO or a directory the last run left there is replaced, never followed, and a name it
+/// planted cannot make the write fail.
 pub fn write_gitconfig(home: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
     let dir = Dir::open(home)?;
-    let tmp = format!(".gitconfig.sandbox-run-{}", std::process::id());
-    let fd = dir.open_at(
-        Path::new(&tmp),
-        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0o644,
-    )?;
-    let mut f = std::fs::File::from(fd);
-    let c = |s: &str| {
-        std::ffi::CString::new(s).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
-    };
-    let (from, to) = (c(&tmp)?, c(".gitconfig")?);
-    let done = f.write_all(text.as_bytes()).and_then(|()| {
-        // SAFETY: renameat within one dir fd, plain NUL-terminated names.
-        if unsafe {
-            libc::renameat(
-                dir.fd().as_raw_fd(),
-                from.as_ptr(),
-                dir.fd().as_raw_fd(),
-                to.as_ptr(),
-            )
-        } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    });
-    if done.is_err() {
-        // SAFETY: unlinkat of our own temporary name.
-        unsafe { libc::unlinkat(dir.fd().as_raw_fd(), from.as_ptr(), 0) };
-    }
-    done
+    Tree::from_fd(dir.fd().try_clone()?).put_bytes(OsStr::new(".gitconfig"), text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

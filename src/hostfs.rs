@@ -297,6 +297,46 @@ impl Dir {
     }
 }
 
+/// Make the mount point `rel` beneath the directory `root` (a place the command can write: the
+/// kept home, a read-write repo) when it is missing: directories 0755, and at the end an empty
+/// file 0644 when `file`. Nothing on the way is followed or removed: a link there, or a file
+/// where a directory goes, is an error (`ELOOP`, `ENOTDIR`). Returns the mount point opened
+/// with `O_PATH`, to mount onto by fd.
+pub fn mount_point_beneath(root: &Path, rel: &Path, file: bool) -> io::Result<OwnedFd> {
+    let dir = Dir::open(root)?;
+    let rel = relative(rel)?;
+    let n = rel.components().count();
+    let mut at = PathBuf::new();
+    for (i, c) in rel.components().enumerate() {
+        let want_file = file && i + 1 == n;
+        let parent = dir.open_at(&at, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW, 0)?;
+        at.push(c);
+        let name = c_path(Path::new(c.as_os_str()))?;
+        let r = match dir.kind(&at)? {
+            Some(Kind::Dir) if !want_file => continue,
+            Some(Kind::File) if want_file => continue,
+            Some(Kind::Symlink) => return Err(io::Error::from_raw_os_error(libc::ELOOP)),
+            Some(Kind::Dir) => return Err(io::Error::from_raw_os_error(libc::EISDIR)),
+            Some(_) => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+            // SAFETY: mknodat of a regular file in a directory fd reached without links.
+            None if want_file => unsafe {
+                libc::mknodat(parent.as_raw_fd(), name.as_ptr(), libc::S_IFREG | 0o644, 0)
+            },
+            // SAFETY: mkdirat in a directory fd reached without links, a plain name.
+            None => unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o755) },
+        };
+        if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // Opened again, not followed: a link put there meanwhile is the link itself, refused.
+    let fd = dir.open_at(rel, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+    match (kind_of(fstat(&fd)?.st_mode), file) {
+        (Kind::Dir, false) | (Kind::File, true) => Ok(fd),
+        _ => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+    }
+}
+
 /// A directory opened for reading and writing by name, one level at a time: every name is a
 /// plain entry of it (never `..`, never a path), opened with `O_NOFOLLOW`, and files are
 /// replaced by renaming a new one over them, so no link in the tree is ever followed. Used by
@@ -520,13 +560,50 @@ impl Tree {
 
     /// Make the directory `name`, or give an existing one `mode`.
     pub fn make_dir(&self, name: &std::ffi::OsStr, mode: u32) -> io::Result<()> {
+        self.make_dir_as(name, mode, None)
+    }
+
+    /// [`Tree::make_dir`], and give the directory to `owner` (uid, gid) when one is named.
+    pub fn make_dir_as(
+        &self,
+        name: &std::ffi::OsStr,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<()> {
         let c = entry_name(name)?;
         // SAFETY: mkdirat on our dir fd with a plain NUL-terminated name.
         let r = unsafe { libc::mkdirat(self.raw_fd(), c.as_ptr(), 0o700) };
         if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
             return Err(io::Error::last_os_error());
         }
-        let sub = self.child(name)?;
+        let sub = match self.child(name) {
+            // A directory of ours with no read or search permission (a run may leave one so):
+            // given 0700 through an O_PATH fd of it (not a link: O_NOFOLLOW|O_DIRECTORY), then
+            // opened again.
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                // SAFETY: openat on our dir fd with a plain NUL-terminated name.
+                let fd = unsafe {
+                    libc::openat(
+                        self.raw_fd(),
+                        c.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    )
+                };
+                check(fd)?;
+                // SAFETY: a fresh fd from the kernel.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                std::fs::set_permissions(
+                    format!("/proc/self/fd/{}", fd.as_raw_fd()),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o700),
+                )?;
+                self.child(name)?
+            }
+            r => r?,
+        };
+        if let Some((uid, gid)) = owner {
+            // SAFETY: fchown of an fd we own.
+            check(unsafe { libc::fchown(sub.raw_fd(), uid, gid) })?;
+        }
         // SAFETY: fchmod of an fd we own.
         check(unsafe { libc::fchmod(sub.raw_fd(), mode) })
     }
@@ -553,11 +630,22 @@ impl Tree {
         })
     }
 
-    /// A name no entry has, for a file about to be renamed over another.
+    /// A name no entry has, for a file about to be renamed over another. Random as well as
+    /// counted: pid 1 of a sandbox always has pid 1, and an entry a hostile run left under a
+    /// name known in advance would make every later `O_EXCL` create fail.
     fn temp_name() -> CString {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        CString::new(format!(".sandbox-run-{}-{n}", std::process::id())).unwrap_or_default()
+        let mut r = [0u8; 8];
+        // SAFETY: getrandom into a stack buffer of the given length; a short read leaves
+        // zeros, which only makes the name less unpredictable.
+        unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), libc::GRND_NONBLOCK) };
+        CString::new(format!(
+            ".sandbox-run-{}-{n}-{:016x}",
+            std::process::id(),
+            u64::from_ne_bytes(r)
+        ))
+        .unwrap_or_default()
     }
 
     /// A fresh file beside the others, under a name no entry has, to be renamed over one.
@@ -586,6 +674,18 @@ impl Tree {
         mode: u32,
         like: &libc::stat,
     ) -> io::Result<u64> {
+        self.put_file_as(name, data, mode, like, None)
+    }
+
+    /// [`Tree::put_file`], the new file given to `owner` (uid, gid) before it takes its name.
+    pub fn put_file_as(
+        &self,
+        name: &std::ffi::OsStr,
+        data: &mut File,
+        mode: u32,
+        like: &libc::stat,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<u64> {
         let c = entry_name(name)?;
         let (tmp, mut out) = self.create_temp()?;
         let times = [
@@ -600,6 +700,10 @@ impl Tree {
         ];
         let done = io::copy(data, &mut out).and_then(|n| {
             copy_user_xattrs(data, &out);
+            if let Some((uid, gid)) = owner {
+                // SAFETY: fchown of an fd we own.
+                check(unsafe { libc::fchown(out.as_raw_fd(), uid, gid) })?;
+            }
             // SAFETY: fchmod and futimens of an fd we own, with a two-element times array.
             check(unsafe { libc::fchmod(out.as_raw_fd(), mode) })?;
             // SAFETY: as above.
@@ -632,13 +736,36 @@ impl Tree {
 
     /// Put a link to `target` at `name`, replacing what was there.
     pub fn put_link(&self, name: &std::ffi::OsStr, target: &std::ffi::OsStr) -> io::Result<()> {
+        self.put_link_as(name, target, None)
+    }
+
+    /// [`Tree::put_link`], the link (not what it names) given to `owner` (uid, gid).
+    pub fn put_link_as(
+        &self,
+        name: &std::ffi::OsStr,
+        target: &std::ffi::OsStr,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<()> {
         let c = entry_name(name)?;
         let t = CString::new(target.as_bytes())
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let tmp = Self::temp_name();
         // SAFETY: symlinkat with NUL-terminated strings on our dir fd.
         check(unsafe { libc::symlinkat(t.as_ptr(), self.raw_fd(), tmp.as_ptr()) })?;
-        self.rename_over(&tmp, &c, name, Ok(()))
+        let done = match owner {
+            // SAFETY: fchownat of our own new link, never following it.
+            Some((uid, gid)) => check(unsafe {
+                libc::fchownat(
+                    self.raw_fd(),
+                    tmp.as_ptr(),
+                    uid,
+                    gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            }),
+            None => Ok(()),
+        };
+        self.rename_over(&tmp, &c, name, done)
     }
 
     /// Rename `tmp` over `c` when `done` succeeded (a directory there is removed first), else
@@ -918,6 +1045,29 @@ mod tests {
         );
         // outside the repo, a character device is fine
         create_report(Path::new("/dev/null"), &repo, &repo).unwrap();
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+
+    #[test]
+    fn mount_points_are_made_without_links() {
+        let b = scratch("mountpoint");
+        let home = b.join("repo");
+        std::fs::create_dir_all(b.join("outside")).unwrap();
+        // made when missing, a directory or an empty file
+        let fd = mount_point_beneath(&home, Path::new(".cargo/bin"), false).unwrap();
+        assert_eq!(kind_of(fstat(&fd).unwrap().st_mode), Kind::Dir);
+        mount_point_beneath(&home, Path::new(".rustup/settings.toml"), true).unwrap();
+        assert!(home.join(".rustup/settings.toml").is_file());
+        // a link on the way, or at the end, is refused and nothing is made where it points
+        symlink(b.join("outside"), home.join(".local")).unwrap();
+        let e = mount_point_beneath(&home, Path::new(".local/bin"), false).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
+        assert!(mount_point_beneath(&home, Path::new(".local"), false).is_err());
+        assert_eq!(std::fs::read_dir(b.join("outside")).unwrap().count(), 0);
+        // a file where a directory goes
+        std::fs::write(home.join(".nvm"), "x").unwrap();
+        assert!(mount_point_beneath(&home, Path::new(".nvm/versions"), false).is_err());
+        assert!(mount_point_beneath(&home, Path::new("../outside/x"), false).is_err());
         std::fs::remove_dir_all(&b).unwrap();
     }
 

@@ -114,6 +114,11 @@ pub struct Overrides {
     /// A gene's carried layer: the copy-on-write repo's changes, saved here after each command
     /// and put back before the next ([`crate::layers::overlay::Carry`]).
     pub carry: Option<PathBuf>,
+    /// `--changes`: what becomes of the run's writes to the repo.
+    pub changes: Option<crate::changes::back::Mode>,
+    /// `--with-changes`: a kept changeset's trees, each with the host directory it is laid
+    /// over copy-on-write (the repo, a git dir outside it).
+    pub with_changes: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Facts about the host the plan depends on; probed once, replaceable in tests.
@@ -165,11 +170,32 @@ pub fn kernel_version() -> (u32, u32) {
     (n.next().unwrap_or(0), n.next().unwrap_or(0))
 }
 
+/// The repo's mode for this run: the profile's, changed by `--changes` (keeping or applying
+/// a copy-on-write profile's writes makes its repo read-write, through the layer) and
+/// `--with-changes` (always copy-on-write: the run's writes are thrown away).
+fn repo_mode_for(profile: RepoMode, o: &Overrides) -> Result<RepoMode, String> {
+    use crate::changes::back::Mode;
+    if !o.with_changes.is_empty() {
+        return match o.changes {
+            Some(Mode::Apply | Mode::Keep) => Err("--with-changes runs on a copy-on-write view of the repo whose writes are thrown away: --changes apply or keep cannot go with it".into()),
+            _ => Ok(RepoMode::Overlay),
+        };
+    }
+    Ok(match (profile, o.changes) {
+        (RepoMode::Overlay | RepoMode::Ro, Some(Mode::Apply | Mode::Keep)) => RepoMode::Rw,
+        (mode, _) => mode,
+    })
+}
+
 /// The read-write repo's disk cap, where the kernel can keep it: the copy-on-write layer
 /// needs overlayfs to mark a directory removed and made anew (an "opaque" directory) in a
 /// `user.*` extended attribute of the tmpfs under it, which tmpfs has since Linux 6.6. Before
 /// that, `rm -r dir && mkdir dir` would fail inside with EIO, so the repo is bound as it is and
 /// the report lists `disk` under `degraded`.
+/// The first kernel whose tmpfs takes the `user.*` extended attributes that overlayfs needs
+/// in a user namespace to mark a directory replaced whole.
+pub const LAYER_KERNEL: (u32, u32) = (6, 6);
+
 fn disk_cap(
     profile: &Profile,
     mode: RepoMode,
@@ -177,7 +203,7 @@ fn disk_cap(
     degraded: &mut Vec<String>,
 ) -> Option<u64> {
     let cap = profile.limits.disk.0?;
-    if mode == RepoMode::Rw && host.kernel < (6, 6) {
+    if mode == RepoMode::Rw && host.kernel < LAYER_KERNEL {
         degraded.push("disk".into());
         return None;
     }
@@ -254,8 +280,11 @@ pub fn build(
     }
 
     let fs = &profile.filesystem;
-    let mut repo_mode = fs.repo;
+    let mut repo_mode = repo_mode_for(fs.repo, o)?;
     if !namespaces {
+        if o.changes.is_some() || !o.with_changes.is_empty() {
+            return Err(format!("--changes and --with-changes need the repo's copy-on-write layer, which needs the sandbox's own namespaces; this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
+        }
         let why = format!("profile {} marks namespaces best-effort", profile.name);
         if profile.layers.filesystem == Requirement::Required {
             return Err(format!("namespaces: {why}, but its filesystem layer (the new root, which needs them) is required{}", ns::FIX));
@@ -324,12 +353,36 @@ pub fn build(
     } else {
         git_dirs_outside(&ws.repo)
     };
+    let disk = disk_cap(profile, repo_mode, host, &mut degraded);
+    if repo_mode == RepoMode::Rw && namespaces && disk.is_none() {
+        if let Some(m) = o
+            .changes
+            .filter(|m| *m != crate::changes::back::Mode::Apply)
+        {
+            return Err(format!(
+                "--changes {}: the repo's writes would land on it directly: {}",
+                if m == crate::changes::back::Mode::Keep {
+                    "keep"
+                } else {
+                    "discard"
+                },
+                if profile.limits.disk.0.is_none() {
+                    format!(
+                        "profile {} sets [limits] disk = \"off\"; set a size",
+                        profile.name
+                    )
+                } else {
+                    "the copy-on-write layer needs Linux 6.6 or later here".to_string()
+                }
+            ));
+        }
+    }
     let mut ops = if !namespaces {
         Vec::new()
     } else {
         mounts::plan(&mounts::Input {
             repo: &ws.repo,
-            repo_mode: fs.repo,
+            repo_mode,
             git: git.as_ref(),
             system_ro: &system_ro,
             extra_ro: &extra_ro,
@@ -341,8 +394,9 @@ pub fn build(
             home_from: home_kept.as_deref(),
             git_outside: &git_outside,
             tmp_size: fs.tmp_size.0,
-            disk: disk_cap(profile, repo_mode, host, &mut degraded),
+            disk,
             carry: o.carry.as_deref(),
+            with_changes: &o.with_changes,
             dev_pts: fs.dev_pts,
         })?
     };

@@ -68,9 +68,10 @@ pub struct CommandResult {
     /// Limits the command ran into: `memory` (OOM kills), `pids` (forks refused), `output`
     /// (stdout or stderr passed `[limits] output`, the rest dropped).
     pub limits_hit: Vec<&'static str>,
-    /// Read-write repo with a disk cap: what the command changed and what was copied back.
+    /// A read-write repo's layer: what the command changed, each entry accepted or refused,
+    /// and what became of it (applied, kept, discarded).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo_changes: Option<crate::layers::overlay::Changes>,
+    pub repo_changes: Option<crate::changes::back::RepoChanges>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -326,9 +327,6 @@ pub fn ran(
     if !f.output_capped.is_empty() {
         limits_hit.push("output");
     }
-    if f.repo_changes.as_ref().is_some_and(|c| c.disk_full) {
-        limits_hit.push("disk");
-    }
     let status = status_of(f, code, signal);
     let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
     CommandResult {
@@ -345,7 +343,7 @@ pub fn ran(
         denied: None,
         error,
         limits_hit,
-        repo_changes: f.repo_changes.clone(),
+        repo_changes: None,
         out: text(&f.out),
         err: text(&f.err),
     }

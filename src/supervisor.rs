@@ -45,6 +45,11 @@ pub fn unblock_relayed() {
     let _ = relayed_set().thread_unblock();
 }
 
+/// How long stage 2 may take to hand the run's layer over once the sandbox is gone (it copies
+/// git's few top-level files into the layer and sends one fd), whatever the timeout and the
+/// kill grace: the way back is never cut part-way.
+const HAND_OVER: Duration = Duration::from_secs(60);
+
 /// How much of each output stream a report keeps.
 pub const TAIL_BYTES: usize = 64 * 1024;
 
@@ -99,8 +104,11 @@ pub struct Finished {
     pub output_capped: Vec<&'static str>,
     /// `--net filtered`: the proxy's connection log.
     pub connections: Vec<crate::net::proxy::Connection>,
-    /// The read-write repo's disk layer and copy-back, when the run had one.
-    pub repo_changes: Option<crate::layers::overlay::Changes>,
+    /// The run's disk layer, handed over by stage 2 once the sandbox was gone (a kept layer),
+    /// for the way back ([`crate::changes`]).
+    pub layer: Option<std::sync::Arc<OwnedFd>>,
+    /// Stage 2 said the sandbox was gone and the hand-over began.
+    pub handing: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
 }
@@ -259,7 +267,9 @@ pub fn run(
     let started = Instant::now();
     // `--net filtered`: a socket pair, not a pipe, so that pid 1 can pass the proxy's socket
     // on it.
-    let (rec_r, rec_w) = if plan.net == NetMode::Filtered {
+    // A kept layer: the same, so that stage 2 can hand the disk layer over.
+    let kept = crate::layers::overlay::kept(&plan.mounts);
+    let (rec_r, rec_w) = if plan.net == NetMode::Filtered || kept {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
         socketpair(
             AddressFamily::Unix,
@@ -388,8 +398,9 @@ pub fn run(
         },
     ];
 
-    // `--net filtered`: watch the channel until pid 1 passes the proxy's socket.
-    let mut watch_channel = plan.net == NetMode::Filtered;
+    // `--net filtered`: watch the channel until pid 1 passes the proxy's socket; a kept layer:
+    // until its end, for the hand-over.
+    let mut watch_channel = plan.net == NetMode::Filtered || kept;
     let mut early = Vec::new();
     let mut proxy = None;
     let mut deadline = started + o.timeout;
@@ -419,8 +430,15 @@ pub fn run(
         let ready: Vec<bool> = fds.iter().map(|p| p.any().unwrap_or(false)).collect();
         drop(fds);
         if watch_channel && ready[ready.len() - 1] {
-            watch_channel = proxy_record(plan, &rec_r, &mut early, &mut proxy);
-            if proxy.is_none() && !watch_channel && !terminating {
+            let was_handing = f.handing;
+            watch_channel = channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f);
+            if f.handing && !was_handing {
+                // The sandbox is gone: what stage 2 does now is bounded by the hand-over's
+                // own time, not by the timeout or the kill grace.
+                deadline = deadline.max(Instant::now() + HAND_OVER);
+            }
+            let proxy_lost = plan.net == NetMode::Filtered && proxy.is_none() && !f.handing;
+            if proxy_lost && !watch_channel && !terminating {
                 // No proxy: nothing to serve the sandbox with; end it (the record says why).
                 terminate(pid);
                 terminating = true;
@@ -429,7 +447,11 @@ pub fn run(
         }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
-            if terminating {
+            if f.handing && !terminating {
+                // The command ended in time; only the hand-over is left, and it gets its own.
+                terminating = true;
+                deadline = Instant::now() + HAND_OVER;
+            } else if terminating {
                 // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 if let Some(leaf) = leaf {
@@ -486,7 +508,17 @@ pub fn run(
     for s in streams.iter_mut() {
         while s.pump() {}
     }
-    early.extend(channel::read_all(rec_r.as_raw_fd()));
+    if plan.net == NetMode::Filtered || kept {
+        for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
+            match (r, fd) {
+                (Record::Layer, Some(fd)) => f.layer = Some(std::sync::Arc::new(fd)),
+                (Record::Handing, _) => f.handing = true,
+                (r, _) => early.push(r),
+            }
+        }
+    } else {
+        early.extend(channel::read_all(rec_r.as_raw_fd()));
+    }
     for r in early {
         match r {
             Record::Failed(e) if f.failure.is_none() => f.failure = Some(e),
@@ -494,11 +526,7 @@ pub fn run(
             Record::Exited(s) => f.status = Some(s),
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
-            Record::Disk { fact, value } => f
-                .repo_changes
-                .get_or_insert_with(Default::default)
-                .add(fact, value),
-            Record::Listener => {}
+            Record::Listener | Record::Handing | Record::Layer => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings
@@ -557,13 +585,16 @@ fn restore_cpus(mask: &libc::cpu_set_t) {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(mask), mask) };
 }
 
-/// Read what is on the channel while the sandbox starts. The proxy's socket starts the proxy;
-/// other records are kept for the end. Returns whether to keep watching.
-fn proxy_record(
+/// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy;
+/// the hand-over's records are noted in `f`; other records are kept for the end. Returns
+/// whether to keep watching.
+fn channel_records(
     plan: &Plan,
+    kept: bool,
     rec: &OwnedFd,
     early: &mut Vec<Record>,
     proxy: &mut Option<crate::net::proxy::Proxy>,
+    f: &mut Finished,
 ) -> bool {
     loop {
         match channel::recv(rec.as_raw_fd()) {
@@ -584,8 +615,12 @@ fn proxy_record(
                     Ok(p) => *proxy = Some(p),
                     Err(e) => eprintln!("sandbox-run: network: starting the proxy: {e}"),
                 }
-                return false;
+                if !kept {
+                    return false;
+                }
             }
+            Some((Record::Handing, _)) => f.handing = true,
+            Some((Record::Layer, Some(fd))) => f.layer = Some(std::sync::Arc::new(fd)),
             Some((r, _)) => early.push(r),
             // End of file (every writer gone) or nothing more yet.
             None => {

@@ -9,68 +9,8 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
-
-/// git on the host, as the test user, with no system or global config of the host's (HOME
-/// is the fixture dir), so only what the repo holds counts.
-fn host_git(f: &Fixture, dir: &Path, args: &[&str]) -> Run {
-    let mut c = Command::new("git");
-    c.arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "protocol.file.allow=always"])
-        .args(args)
-        .env("HOME", &f.dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
-    run_command(c, Duration::from_secs(30))
-}
-
-fn have_git() -> bool {
-    if which("git").is_none() {
-        skip_tool("git is not installed");
-        return false;
-    }
-    true
-}
-
-/// A real git repo with one commit.
-fn real_repo(f: &Fixture, name: &str) -> PathBuf {
-    let r = f.path(name);
-    std::fs::create_dir_all(&r).unwrap();
-    host_git(f, &r, &["init", "-q", "-b", "main"]).assert_code(0);
-    std::fs::write(r.join("file.txt"), "one\n").unwrap();
-    host_git(f, &r, &["add", "file.txt"]).assert_code(0);
-    host_git(f, &r, &["commit", "-qm", "init"]).assert_code(0);
-    r
-}
-
-/// The ci profile (shells, git, the repo's own scripts; repo read-write).
-fn ci_profile(f: &Fixture) -> PathBuf {
-    f.profile(&Spec::extends("ci"))
-}
-
-/// Run `script` (bash) inside the sandbox from the repo `repo`; the script lives outside the
-/// repo's tracked files (written into it untracked).
-fn inside(p: &Path, repo: &Path, script: &str) -> Run {
-    std::fs::write(repo.join(".sandbox-test.sh"), script).unwrap();
-    let c = sandbox_command(p, repo, &[], &["bash", ".sandbox-test.sh"]);
-    let r = run_command(c, slack_secs(60));
-    let _ = std::fs::remove_file(repo.join(".sandbox-test.sh"));
-    r
-}
-
-fn slack_secs(s: u64) -> Duration {
-    let factor = std::env::var("SANDBOX_RUN_TEST_SLOWDOWN")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1)
-        .max(1);
-    Duration::from_secs(s * factor)
-}
 
 /// A git config text whose fsmonitor touches `marker`.
 fn fsmonitor_config(marker: &Path) -> String {

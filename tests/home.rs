@@ -232,6 +232,17 @@ fn the_callers_git_identity_commits_inside_and_nothing_else_of_its_config() {
     r.assert_code(0);
     assert!(!r.stdout.contains("fsmonitor"), "{r}");
     assert!(r.stdout.contains("user.name=Ada Caller"), "{r}");
+    // what the last run left at ~/.gitconfig (a directory, a FIFO), or under the name pid 1
+    // once used for its temporary file, neither stops the next run nor is written through
+    for plant in [
+        "rm -f ~/.gitconfig && mkdir -p ~/.gitconfig/x ~/.gitconfig.sandbox-run-1/y",
+        "rm -rf ~/.gitconfig && mkfifo ~/.gitconfig",
+    ] {
+        run(&["--home", "persist"], plant).assert_code(0);
+        let r = run(&["--home", "persist"], "git config --global user.name");
+        r.assert_code(0);
+        assert_eq!(r.stdout.trim(), "Ada Caller", "{plant}: {r}");
+    }
     // a tmp home has it too
     let r = run(&[], "git config --global user.email");
     assert_eq!(r.stdout.trim(), "ada@example.invalid", "{r}");
@@ -461,4 +472,326 @@ fn codex_bin() -> Option<PathBuf> {
         }
     }
     Some(bin)
+}
+
+/// `sandbox-run home P` with `--seed` and the environment of [`kept_home`], run in `cwd`.
+fn seed_cmd(f: &Fixture, p: &Path, cwd: &Path, extra: &[&str]) -> Run {
+    let mut c = Command::new(BIN);
+    c.arg("home")
+        .arg(p)
+        .args(extra)
+        .current_dir(cwd)
+        .env("XDG_STATE_HOME", f.path("state"))
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e");
+    run_command(c, LIMIT)
+}
+
+/// What a hostile run under `--home persist` leaves in its kept home for the user's next
+/// seeding: `~/.claude.json` a link to a file of the repo, `~/.npmrc` a link to a host file
+/// outside the repo, `~/.claude` a link to a directory of the repo, `~/.netrc` a FIFO, in a
+/// real `~/.codex` `auth.json` a link to another file of the repo, and a `~/.gemini` of mode
+/// 000.
+fn plant(f: &Fixture, p: &Path, repo: &Path, outside: &Path) {
+    std::fs::write(repo.join("leak.json"), "repo-original\n").unwrap();
+    std::fs::write(repo.join("leak2.json"), "repo-original\n").unwrap();
+    std::fs::create_dir_all(repo.join("leakdir")).unwrap();
+    let script = format!(
+        "cd \"$HOME\" && chmod -R u+rwx .codex .gemini 2>/dev/null; \
+         rm -rf .claude .claude.json .npmrc .netrc .codex .gemini && \
+         ln -s {repo}/leak.json .claude.json && ln -s {outside} .npmrc && \
+         ln -s {repo}/leakdir .claude && mkfifo .netrc && \
+         mkdir .codex .gemini && ln -s {repo}/leak2.json .codex/auth.json && \
+         chmod 000 .gemini && ls -la",
+        repo = repo.display(),
+        outside = outside.display()
+    );
+    bash(f, p, repo, &["--home", "persist"], &script).assert_code(0);
+}
+
+/// The user's files to seed: a login's `~/.claude/` and `~/.claude.json`, an `~/.npmrc` and
+/// an `~/.netrc` holding credentials.
+fn user_files(f: &Fixture) -> PathBuf {
+    let u = f.path("user");
+    std::fs::create_dir_all(u.join(".claude")).unwrap();
+    std::fs::write(u.join(".claude/.credentials.json"), "claude-oauth-secret\n").unwrap();
+    std::fs::write(
+        u.join(".claude.json"),
+        "{\"userID\":\"claude-json-secret\"}\n",
+    )
+    .unwrap();
+    std::fs::write(u.join(".npmrc"), "//registry/:_authToken=npm-secret\n").unwrap();
+    std::fs::write(
+        u.join(".netrc"),
+        "machine h login u password netrc-secret\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(u.join(".netrc"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir_all(u.join(".codex")).unwrap();
+    std::fs::write(u.join(".codex/auth.json"), "{\"codex\":\"codex-secret\"}\n").unwrap();
+    std::fs::create_dir_all(u.join(".gemini")).unwrap();
+    std::fs::write(u.join(".gemini/settings.json"), "{}\n").unwrap();
+    u
+}
+
+/// The way into a kept home: links, a directory link and a FIFO a hostile run left there are
+/// replaced by `sandbox-run home P --seed`, never written through: the repo file, the host
+/// file outside and the repo directory they named are unchanged, and the kept home holds
+/// real files with the user's content, which the next run reads. Seeding a clean home works
+/// (the positive control), and the same attack against the old recipe (`cp -r ... "$(sandbox-run
+/// home P)/"`) leaks the credentials into the repo and the outside file (the attack is real).
+#[test]
+fn seeding_never_writes_through_what_a_hostile_run_left() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("home-seed");
+    let repo = f.repo("repo");
+    let outside = f.write("outside/host-file", "outside-original\n");
+    let user = user_files(&f);
+    let seeds = [
+        ".claude",
+        ".claude.json",
+        ".npmrc",
+        ".codex",
+        ".gemini",
+        ".netrc",
+    ];
+    let unchanged = |what: &str| {
+        assert_eq!(
+            std::fs::read_to_string(repo.join("leak.json")).unwrap(),
+            "repo-original\n",
+            "{what}: the repo file changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "outside-original\n",
+            "{what}: the host file outside changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(repo.join("leak2.json")).unwrap(),
+            "repo-original\n",
+            "{what}: the repo file behind a link in a directory changed"
+        );
+        assert_eq!(
+            std::fs::read_dir(repo.join("leakdir")).unwrap().count(),
+            0,
+            "{what}: something landed in the repo directory"
+        );
+    };
+
+    // positive control: a clean kept home
+    let clean = f.profile(&Spec::extends("ci").no_probe());
+    let mut args = vec!["--seed"];
+    args.extend(seeds);
+    let r = seed_cmd(&f, &clean, &user, &args);
+    r.assert_code(0);
+    let dir = kept_home(&f, &clean);
+    assert_eq!(r.stdout.trim(), dir.to_str().unwrap(), "{r}");
+    assert!(r.stderr.contains("6 files"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".claude/.credentials.json")).unwrap(),
+        "claude-oauth-secret\n"
+    );
+    let m = std::fs::metadata(dir.join(".netrc")).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o600, "the mode is kept");
+
+    // the attack, then the seed
+    let p = ci(&f);
+    plant(&f, &p, &repo, &outside);
+    let dir = kept_home(&f, &p);
+    assert!(std::fs::symlink_metadata(dir.join(".claude.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let mut args = vec!["-v", "--seed"];
+    args.extend(seeds);
+    let r = seed_cmd(&f, &p, &user, &args);
+    r.assert_code(0);
+    unchanged("after --seed");
+    for (name, content) in [
+        (".claude/.credentials.json", "claude-oauth-secret\n"),
+        (".claude.json", "{\"userID\":\"claude-json-secret\"}\n"),
+        (".npmrc", "//registry/:_authToken=npm-secret\n"),
+        (".netrc", "machine h login u password netrc-secret\n"),
+        (".codex/auth.json", "{\"codex\":\"codex-secret\"}\n"),
+        (".gemini/settings.json", "{}\n"),
+    ] {
+        let at = dir.join(name);
+        let m = std::fs::symlink_metadata(&at).unwrap();
+        assert!(
+            m.is_file(),
+            "{} is not a regular file: {m:?}\n{r}",
+            at.display()
+        );
+        assert_eq!(std::fs::read_to_string(&at).unwrap(), content);
+    }
+    assert!(std::fs::symlink_metadata(dir.join(".claude"))
+        .unwrap()
+        .is_dir());
+    for was in [
+        ".claude.json (was a symlink",
+        ".claude (was a symlink",
+        ".netrc (was a FIFO",
+        ".codex/auth.json (was a symlink",
+    ] {
+        assert!(r.stderr.contains(was), "{was} not listed:\n{r}");
+    }
+    // the next run reads the seeded files
+    let r = bash(
+        &f,
+        &p,
+        &repo,
+        &["--home", "persist"],
+        "cat \"$HOME/.claude.json\" \"$HOME/.claude/.credentials.json\"",
+    );
+    r.assert_code(0);
+    assert!(
+        r.stdout.contains("claude-json-secret") && r.stdout.contains("claude-oauth-secret"),
+        "{r}"
+    );
+
+    // a bad seed: one line naming it, exit 125, nothing copied
+    let r = seed_cmd(&f, &p, &user, &["--seed", ".npmrc", "no-such-seed"]);
+    r.assert_code(125);
+    assert!(r.stderr.contains("no-such-seed"), "{r}");
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{r}");
+
+    // the old recipe against the same attack: the credentials land in the repo and outside
+    // (GNU cp refuses to copy a directory over the directory link, but writes through every
+    // file link)
+    plant(&f, &p, &repo, &outside);
+    std::fs::remove_file(dir.join(".netrc")).unwrap(); // cp would block on the FIFO
+    let mut c = Command::new("cp");
+    c.arg("-r")
+        .args(&seeds[..4])
+        .arg(format!("{}/", dir.display()))
+        .current_dir(&user);
+    let r = run_command(c, LIMIT);
+    assert!(
+        std::fs::read_to_string(repo.join("leak.json"))
+            .unwrap()
+            .contains("claude-json-secret")
+            && std::fs::read_to_string(&outside)
+                .unwrap()
+                .contains("npm-secret")
+            && std::fs::read_to_string(repo.join("leak2.json"))
+                .unwrap()
+                .contains("codex-secret"),
+        "cp -r did not write through the links, so this test proves nothing:\n{r}"
+    );
+}
+
+/// Only root may name another user's kept home (rootless only: root may).
+#[test]
+fn seeding_another_users_home_needs_root() {
+    if is_root() {
+        return;
+    }
+    let f = Fixture::new("home-seed-user");
+    let p = ci(&f);
+    let r = seed_cmd(&f, &p, &f.dir, &["--user", "0", "--seed", "x"]);
+    r.assert_code(125);
+    assert!(r.stderr.contains("only root"), "{r}");
+}
+
+/// A toolchain under `$HOME` is bound over the kept home, so its mount point is made in the
+/// kept home, which the last run wrote: a link it left on the way (`~/.local` -> a host
+/// directory, as seen from the mount namespace while the root is built) is never followed:
+/// the run is refused naming the path (exit 125), nothing is made where the link pointed, and
+/// with the link removed the tool runs again.
+#[test]
+fn a_mount_point_in_the_kept_home_is_not_reached_through_a_link() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("home-mountpoint");
+    let repo = f.repo("repo");
+    let p = ci(&f);
+    let home = f.path("h");
+    let tool = home.join(".local/bin");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(tool.join("make"), "#!/bin/sh\necho tool-ran\n").unwrap();
+    std::fs::set_permissions(tool.join("make"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside = f.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let run = |path: &str, script: &str| {
+        let mut c = sandbox_command(&p, &repo, &["--home", "persist"], &["bash", "-c", script]);
+        c.env("XDG_STATE_HOME", f.path("state"))
+            .env("HOME", &home)
+            .env("PATH", path);
+        run_command(c, LIMIT)
+    };
+    let with_tool = format!("{}:/usr/bin:/bin", tool.display());
+    // positive control: the tool runs from its bind in the kept home
+    let r = run(&with_tool, "make");
+    r.assert_code(0);
+    assert!(r.stdout.contains("tool-ran"), "{r}");
+    // the hostile run (no tool bound): ~/.local becomes a link to a host directory, by the
+    // path the host's tree has in the mount namespace while the new root is built
+    let r = run(
+        "/usr/bin:/bin",
+        &format!(
+            "rm -rf \"$HOME/.local\" && ln -s /oldroot{} \"$HOME/.local\" && ls -la \"$HOME\"",
+            outside.display()
+        ),
+    );
+    r.assert_code(0);
+    let r = run(&with_tool, "make");
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "a mount point was made through the link:\n{r}"
+    );
+    r.assert_code(125);
+    assert!(
+        r.stderr.contains(".local/bin") && r.stderr.contains("symbolic links"),
+        "{r}"
+    );
+    std::fs::remove_file(kept_home(&f, &p).join(".local")).unwrap();
+    let r = run(&with_tool, "make");
+    r.assert_code(0);
+    assert!(r.stdout.contains("tool-ran"), "{r}");
+}
+
+/// Root seeding another user's kept home (`--user`): the home is that user's (under their
+/// passwd home, as a run of a repo they own uses it), and so is every copy (root only).
+#[test]
+fn root_seeds_another_users_home_as_that_user() {
+    if !is_root() {
+        return;
+    }
+    let user = std::env::var("SANDBOX_RUN_TEST_USER").unwrap_or_else(|_| "sbxtest".into());
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let Some((uid, home)) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[0] == user).then(|| (f[2].parse::<u32>().ok(), PathBuf::from(f[5])))
+    }) else {
+        skip(
+            "test user",
+            &format!("no user {user} to seed a kept home for"),
+        );
+        return;
+    };
+    let uid = uid.unwrap();
+    if !home.is_dir() {
+        skip("test user", &format!("{user} has no home directory"));
+        return;
+    }
+    let f = Fixture::new("home-seed-root");
+    let p = ci(&f);
+    let files = user_files(&f);
+    let r = seed_cmd(
+        &f,
+        &p,
+        &files,
+        &["--user", &user, "--seed", ".claude", ".netrc"],
+    );
+    r.assert_code(0);
+    let dir = PathBuf::from(r.stdout.trim());
+    assert!(dir.starts_with(&home), "{r}");
+    for e in ["", ".claude", ".claude/.credentials.json", ".netrc"] {
+        let m = std::fs::symlink_metadata(dir.join(e)).unwrap();
+        assert_eq!(m.uid(), uid, "{} is not {user}'s", dir.join(e).display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -302,4 +302,84 @@ async function runWorkflow(steps, options = {}) {
   return { ok: results.every((r) => r.ok), results };
 }
 
-module.exports = { runStep, runWorkflow, buildArgs, DEFAULT_TIMEOUT_MS, DEFAULT_KILL_GRACE_MS };
+/**
+ * `sandbox-run changes ARGS...` (list, show, diff, apply, drop): { code, stdout, stderr }.
+ * options: { bin, env, cwd }.
+ */
+function changes(args, options = {}) {
+  const bin = options.bin || defaultBin();
+  return new Promise((resolve) => {
+    const child = spawn(bin, ['changes', ...args], {
+      shell: false,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: options.env || process.env,
+      cwd: options.cwd,
+    });
+    const out = [];
+    const err = [];
+    child.stdout.on('data', (d) => out.push(d));
+    child.stderr.on('data', (d) => err.push(d));
+    child.on('error', (e) => resolve({ code: null, stdout: '', stderr: e.message }));
+    child.on('close', (code) => {
+      resolve({ code, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() });
+    });
+  });
+}
+
+/**
+ * The validation job done the way it should be: an agent's edit is made with its writes kept
+ * aside (`--changes keep`: the repo is untouched), the validation steps run on the repo with
+ * that edit laid over it (`--with-changes ID`, copy-on-write), and the edit reaches the repo
+ * only if every validation step is green (`sandbox-run changes apply ID`: all or nothing,
+ * refused if the repo changed at its paths meanwhile). Otherwise it is dropped, or kept for a
+ * human with `keepRejected`.
+ *
+ * agent: a step (profile such as `adapter`); validation: steps (profile such as `validate`);
+ * options: as runWorkflow's, plus { keepRejected }.
+ * Resolves to { ok, changeset, agent, validation: { ok, results }, applied, diff, error }.
+ */
+async function proposeValidateApply(agent, validation, options = {}) {
+  const out = { ok: false, changeset: null, agent: null, validation: null, applied: false, diff: '', error: null };
+  out.agent = await runStep(
+    { ...agent, sandboxArgs: [...(agent.sandboxArgs || []), '--changes', 'keep'] },
+    options,
+  );
+  const changes_ = (out.agent.report && out.agent.report.repo_changes) || {};
+  out.changeset = changes_.changeset || null;
+  if (!out.agent.ok) {
+    out.error = `the agent step failed (${out.agent.status})`;
+  } else if (!out.changeset) {
+    out.error = 'the agent step changed nothing';
+    out.ok = true;
+  }
+  if (!out.changeset) return out;
+  const opts = { bin: options.bin, env: options.env, cwd: options.cwd };
+  out.diff = (await changes(['diff', out.changeset], opts)).stdout;
+  if (out.agent.ok) {
+    const laid = ['--with-changes', out.changeset];
+    out.validation = await runWorkflow(
+      validation.map((st) => ({ ...st, sandboxArgs: [...(st.sandboxArgs || []), ...laid] })),
+      options,
+    );
+    if (out.validation.ok) {
+      const a = await changes(['apply', out.changeset], opts);
+      out.applied = a.code === 0;
+      out.ok = out.applied;
+      if (!out.applied) out.error = a.stderr.trim() || `changes apply exited ${a.code}`;
+      return out;
+    }
+    out.error = 'validation failed: the edit was not applied';
+  }
+  if (!options.keepRejected) await changes(['drop', out.changeset], opts);
+  return out;
+}
+
+module.exports = {
+  runStep,
+  runWorkflow,
+  changes,
+  proposeValidateApply,
+  buildArgs,
+  DEFAULT_TIMEOUT_MS,
+  DEFAULT_KILL_GRACE_MS,
+};

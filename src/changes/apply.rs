@@ -561,6 +561,12 @@ fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Fault
         }
     }
 
+    // The new contents on disk before any of them is renamed in (one flush per root, not one
+    // fsync per file).
+    for t in targets {
+        fs::sync_fs(t.raw_fd());
+    }
+
     // Phase 2: swap, then the directories' new modes.
     ctx.steps.set(0);
     for (it, tmp) in items.iter().zip(&temps) {
@@ -672,11 +678,10 @@ fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Fault
             }
         }
     }
-    let mut synced: HashSet<i32> = HashSet::new();
-    for it in &items {
-        if synced.insert(it.parent.as_raw_fd()) {
-            fs::sync_dir(it.parent.as_raw_fd());
-        }
+    // The renames on disk before what was moved aside goes (one flush per root, not per
+    // directory).
+    for t in targets {
+        fs::sync_fs(t.raw_fd());
     }
 
     // Phase 3: delete what was moved aside. The changes are in whatever happens here.

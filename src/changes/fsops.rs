@@ -261,7 +261,6 @@ pub fn copy_file(dirfd: RawFd, name: &OsStr, data: &mut File, mode: u32) -> io::
         check(unsafe { libc::fchmod(out.as_raw_fd(), mode & 0o1777) })?;
         // SAFETY: as above.
         check(unsafe { libc::futimens(out.as_raw_fd(), times.as_ptr()) })?;
-        out.sync_all()?;
         Ok(n)
     })();
     if done.is_err() {
@@ -320,6 +319,14 @@ pub fn chown_at(dirfd: RawFd, name: &OsStr, uid: u32, gid: u32) -> io::Result<()
     let c = cname(name)?;
     // SAFETY: fchownat on a directory fd with a plain NUL-terminated name, not following.
     check(unsafe { libc::fchownat(dirfd, c.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
+}
+
+/// Flush the whole filesystem `fd` lies on (`syncfs`): once after many files were written,
+/// where an fsync of each would cost a disk round trip per file (20,000 files: 100 s against
+/// 1 s here). Best effort.
+pub fn sync_fs(fd: RawFd) {
+    // SAFETY: syncfs on an fd we hold; it takes no pointer.
+    unsafe { libc::syncfs(fd) };
 }
 
 /// fsync a directory (opened `O_PATH` or not): best effort, for the renames in it.

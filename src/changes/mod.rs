@@ -87,8 +87,11 @@ pub enum Applied {
 }
 
 pub mod apply;
+pub mod back;
 pub mod command;
 pub mod diff;
 mod fsops;
 pub mod owner;
+pub mod refname;
+pub mod scan;
 pub mod store;

@@ -520,6 +520,7 @@ fn keep_in(
     idtree
         .put_bytes(OsStr::new("manifest.json"), &json, 0o600)
         .map_err(|e| fail("in", &here, e))?;
+    fs::sync_fs(idtree.raw_fd());
     fs::sync_dir(idtree.raw_fd());
     Ok(())
 }

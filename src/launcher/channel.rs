@@ -29,37 +29,12 @@ pub enum Record {
     /// The proxy's listening socket, created in the sandbox's network namespace, travels with
     /// this record as `SCM_RIGHTS` ([`send_listener`], [`recv`]).
     Listener,
-    /// A fact about the read-write repo's disk layer and its copy-back (saturating).
-    Disk { fact: DiskFact, value: u32 },
-}
-
-/// What a [`Record::Disk`] counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DiskFact {
-    /// KiB used on the disk layer when the command ended.
-    UsedKib = 1,
-    /// Files (inodes) used there.
-    Files,
-    /// 1: the cap was reached (less than 1 MiB or no inode left).
-    Full,
-    /// Files and links written back, directories made.
-    Written,
-    /// Entries removed from the real repo.
-    Removed,
-    /// Entries not copied back (special files, set-up of git dirs...).
-    Refused,
-}
-
-impl DiskFact {
-    pub const ALL: [DiskFact; 6] = [
-        DiskFact::UsedKib,
-        DiskFact::Files,
-        DiskFact::Full,
-        DiskFact::Written,
-        DiskFact::Removed,
-        DiskFact::Refused,
-    ];
+    /// Every process of the sandbox is gone (pid 1 ended): what stage 2 does from now on is
+    /// the way back's hand-over, which the timeout and the kill grace no longer cut.
+    Handing,
+    /// The run's disk layer (the kept layers' upper dirs), travelling with this record as
+    /// `SCM_RIGHTS` to the supervisor's way back ([`crate::changes`]).
+    Layer,
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -158,7 +133,8 @@ impl Record {
             Record::Ready => (4, 0, 0, 0, 0),
             Record::Timing { phase, micros } => (5, phase as u8, 0, micros as i32, 0),
             Record::Listener => (6, 0, 0, 0, 0),
-            Record::Disk { fact, value } => (7, fact as u8, 0, value as i32, 0),
+            Record::Handing => (8, 0, 0, 0, 0),
+            Record::Layer => (9, 0, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -190,10 +166,8 @@ impl Record {
                 micros: value as u32,
             }),
             6 => Some(Record::Listener),
-            7 => Some(Record::Disk {
-                fact: *DiskFact::ALL.iter().find(|f| **f as u8 == b[1])?,
-                value: value as u32,
-            }),
+            8 => Some(Record::Handing),
+            9 => Some(Record::Layer),
             _ => None,
         }
     }
@@ -300,6 +274,33 @@ fn recv_flags(fd: RawFd, flags: i32) -> Option<(Record, Option<std::os::fd::Owne
     }
 }
 
+/// Read every record until end-of-file from a `SOCK_SEQPACKET` channel, keeping the fds that
+/// came with them (a plain read would close them).
+pub fn recv_all(fd: RawFd) -> Vec<(Record, Option<std::os::fd::OwnedFd>)> {
+    let mut out = Vec::new();
+    loop {
+        match recv_flags(fd, 0) {
+            Some(r) => out.push(r),
+            None => {
+                // A record that did not decode is skipped; end of file or an error ends it.
+                let mut b = [0u8; 1];
+                // SAFETY: recv(MSG_PEEK|MSG_DONTWAIT) into a stack byte.
+                let n = unsafe {
+                    libc::recv(
+                        fd,
+                        b.as_mut_ptr().cast(),
+                        1,
+                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                    )
+                };
+                if n <= 0 {
+                    return out;
+                }
+            }
+        }
+    }
+}
+
 /// Read every record until end-of-file. Used by the supervisor on its read end.
 pub fn read_all(fd: RawFd) -> Vec<Record> {
     let mut out = Vec::new();
@@ -341,13 +342,11 @@ mod tests {
                 phase: Phase::Landlock,
                 micros: u32::MAX - 3,
             },
-            Record::Disk {
-                fact: DiskFact::Refused,
-                value: u32::MAX,
-            },
+            Record::Handing,
+            Record::Layer,
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }
-        assert_eq!(Record::decode([9; SIZE]), None);
+        assert_eq!(Record::decode([42; SIZE]), None);
     }
 }

@@ -173,11 +173,11 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     // Read-write repo: the real git dirs, opened now (pid 1 will hide them behind views), for
     // bringing back what git recorded once the sandbox is gone.
     let (views, cap) = git_views(plan);
-    let real = git::Real::open(&views).map_err(|e| StepError::new(Step::GitView, e))?;
-    // Read-write repo with a disk cap: the real repo, for the copy-back, and the disk layer
-    // (on the scratch root pid 1 pivots onto, made here so that it outlives pid 1).
-    let real_repo = overlay::Real::open(&plan.mounts, &plan.keep_paths)
-        .map_err(|e| StepError::new(Step::CopyBack, e))?;
+    let dirs: Vec<_> = views.iter().map(|v| v.dir.clone()).collect();
+    let real = git::Real::open(&dirs).map_err(|e| StepError::new(Step::GitView, e))?;
+    // A kept layer (a read-write repo): the disk layer, on the scratch root pid 1 pivots onto,
+    // made here so that it outlives pid 1, goes to the supervisor once the sandbox is gone.
+    let kept = overlay::kept(&plan.mounts);
     let carry =
         overlay::Carry::open(&plan.mounts).map_err(|e| StepError::new(Step::CopyBack, e))?;
     let disk = if plan.namespaces {
@@ -196,10 +196,9 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     match unsafe { nix::unistd::fork() }.map_err(|e| StepError::new(Step::Fork, e as i32))? {
         nix::unistd::ForkResult::Child => {
             // The workload must never hold a writable fd of a real git dir or repo.
-            let repo_fds = real_repo.iter().map(|r| r.tree.raw_fd());
             let disk_fds = disk.iter().map(Tree::raw_fd);
             let carry_fds = carry.iter().map(|c| c.staging.raw_fd());
-            let fds = real.raw_fds().into_iter().chain(repo_fds).chain(disk_fds);
+            let fds = real.raw_fds().into_iter().chain(disk_fds);
             for fd in fds.chain(carry_fds) {
                 // SAFETY: closing fds this process inherited and never uses.
                 unsafe { libc::close(fd) };
@@ -228,7 +227,7 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
                 real,
                 cap,
                 disk,
-                real_repo,
+                kept,
                 carry,
             };
             let code = held.finish(code);
@@ -241,30 +240,50 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
 /// What stage 2 holds for the end of the run: the real git dirs and repo, the disk layer and a
 /// gene's carried workspace.
 struct Held {
-    views: Vec<std::path::PathBuf>,
+    views: Vec<View>,
     real: git::Real,
     cap: u64,
     disk: Option<Tree>,
-    real_repo: Option<overlay::Real>,
+    /// The disk layer holds kept layers: it goes to the supervisor's way back.
+    kept: bool,
     carry: Option<overlay::Carry>,
 }
 
 impl Held {
-    /// After pid 1 ended with `code`: bring back what the run changed. Returns stage 2's code.
+    /// After pid 1 ended with `code`: hand what the run changed to the supervisor (or, for a
+    /// repo bound as it is, bring back git's files). Returns stage 2's code.
     fn finish(&self, code: i32) -> i32 {
         if code != 0 {
             return code;
         }
         // pid 1 ended normally, so every process of the sandbox is gone; stage 2 shares its
         // mount namespace and (since pid 1's pivot_root) its root, where the views are.
+        if let (Some(disk), true) = (&self.disk, self.kept) {
+            channel::send(Record::Handing);
+            let views: Vec<(std::path::PathBuf, usize, std::path::PathBuf)> = self
+                .views
+                .iter()
+                .filter_map(|v| {
+                    let layer = v.layer.as_ref()?;
+                    let rel = v.dir.strip_prefix(layer).ok()?.to_path_buf();
+                    Some((v.dir.clone(), v.root, rel))
+                })
+                .collect();
+            if let Err(e) = git::into_layer(&self.real, &views, disk, self.cap) {
+                channel::send(Record::Failed(StepError::new(Step::GitCopyBack, e)));
+                return 125;
+            }
+            if let Err(e) = channel::send_with_fd(channel::FD, Record::Layer, disk.raw_fd()) {
+                channel::send(Record::Failed(StepError::new(Step::CopyBack, e)));
+                return 125;
+            }
+            return 0;
+        }
         if !self.views.is_empty() {
             if let Err(e) = git::copy_back(&self.real, self.cap) {
                 channel::send(Record::Failed(StepError::new(Step::GitCopyBack, e)));
                 return 125;
             }
-        }
-        if let (Some(disk), Some(real_repo)) = (&self.disk, &self.real_repo) {
-            return copy_back(disk, real_repo);
         }
         if let (Some(disk), Some(carry)) = (&self.disk, &self.carry) {
             if let Err(e) = carry.save(disk) {
@@ -276,64 +295,37 @@ impl Held {
     }
 }
 
-/// Bring the run's changes back into the real repo and tell the supervisor how it went; what
-/// was refused is named on stderr. Returns pid 1's exit code, or 125 when writing failed.
-fn copy_back(disk: &Tree, real: &overlay::Real) -> i32 {
-    use channel::DiskFact;
-    let (used, files, full) = overlay::usage(disk);
-    let s = overlay::copy_back(disk, real);
-    let sat = |n: u64| n.min(u32::MAX as u64) as u32;
-    for (fact, value) in [
-        (DiskFact::UsedKib, sat(used / 1024)),
-        (DiskFact::Files, sat(files)),
-        (DiskFact::Full, full as u32),
-        (DiskFact::Written, sat(s.written)),
-        (DiskFact::Removed, sat(s.removed)),
-        (DiskFact::Refused, sat(s.refused)),
-    ] {
-        channel::send(Record::Disk { fact, value });
-    }
-    for (path, why) in &s.named {
-        eprintln!(
-            "sandbox-run: repo: not copied back: {} ({why})",
-            path.display()
-        );
-    }
-    if s.refused > s.named.len() as u64 {
-        eprintln!(
-            "sandbox-run: repo: {} more entries not copied back",
-            s.refused - s.named.len() as u64
-        );
-    }
-    match s.error {
-        Some((path, errno)) => {
-            eprintln!(
-                "sandbox-run: repo: copying back {}: {}",
-                path.display(),
-                std::io::Error::from_raw_os_error(errno)
-            );
-            channel::send(Record::Failed(StepError::new(Step::CopyBack, errno)));
-            125
-        }
-        None => 0,
-    }
+/// A git dir shown as a view: where, and which kept layer (if any) holds its work dirs.
+struct View {
+    dir: std::path::PathBuf,
+    layer: Option<std::path::PathBuf>,
+    root: usize,
 }
 
 /// The git dirs shown as views in this plan, and the size bound of their files.
-fn git_views(plan: &Plan) -> (Vec<std::path::PathBuf>, u64) {
+fn git_views(plan: &Plan) -> (Vec<View>, u64) {
     let mut cap = 0;
-    let dirs = plan
+    let views = plan
         .mounts
         .iter()
         .filter_map(|op| match op {
-            crate::layers::mounts::Op::GitView { dir, size, .. } => {
+            crate::layers::mounts::Op::GitView {
+                dir,
+                size,
+                layer,
+                root,
+            } => {
                 cap = *size;
-                Some(dir.clone())
+                Some(View {
+                    dir: dir.clone(),
+                    layer: layer.clone(),
+                    root: *root,
+                })
             }
             _ => None,
         })
         .collect();
-    (dirs, cap)
+    (views, cap)
 }
 
 /// First thing: a session of our own, so no controlling terminal (the caller's, often root's,

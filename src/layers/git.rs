@@ -708,6 +708,85 @@ fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     Ok(())
 }
 
+/// After the sandbox, with a kept layer ([`crate::layers::overlay`]): the [`copied`] files of
+/// each view (`dir` in the new root stage 2 now shares, root `root` of the layer, at `rel`
+/// below it) that differ from the real git dir's go into that root's upper dir on the disk
+/// layer, and a whiteout marks each one the view no longer has (never [`KEEP`]); links,
+/// special files and every other name are left out. The way back then reads git's whole record
+/// of the run from one layer and judges it with the rest. Nothing is written to the host.
+pub fn into_layer(
+    real: &Real,
+    views: &[(PathBuf, usize, PathBuf)],
+    disk: &Tree,
+    cap: u64,
+) -> Result<(), i32> {
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    for (dir, root, rel) in views {
+        let Some((_, host)) = real.dirs.iter().find(|(d, _)| d == dir) else {
+            continue;
+        };
+        let view = Dir::open_no_links(dir).map_err(errno)?;
+        let base = dir
+            .ancestors()
+            .nth(rel.components().count())
+            .unwrap_or(Path::new("/"));
+        let mut upper = disk
+            .child(OsStr::new(&crate::layers::mounts::upper_name(*root)))
+            .map_err(errno)?;
+        let mut at = base.to_path_buf();
+        for c in rel.components() {
+            at.push(c);
+            if upper.stat(c.as_os_str()).map_err(errno)?.is_none() {
+                // As the directory looks in the sandbox (the layer's view of the host's).
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::symlink_metadata(&at)
+                    .map(|m| m.permissions().mode() & 0o1777)
+                    .unwrap_or(0o755);
+                upper.make_dir(c.as_os_str(), mode).map_err(errno)?;
+            }
+            upper = upper.child(c.as_os_str()).map_err(errno)?;
+        }
+        let in_view: Vec<_> = view
+            .entries(Path::new(""), MAX_ENTRIES)
+            .map_err(errno)?
+            .into_iter()
+            .filter(|(n, _)| copied(n))
+            .collect();
+        for (name, kind) in &in_view {
+            if *kind != Kind::File {
+                continue;
+            }
+            let data = match view.read_small(Path::new(name), cap) {
+                Ok(Some(d)) => d,
+                _ => continue,
+            };
+            if host.read_small(name, cap).as_deref() == Some(&data[..]) {
+                continue;
+            }
+            let fd = view
+                .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .map_err(errno)?;
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::File::from(fd)
+                .metadata()
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0o644);
+            upper.put_bytes(name, &data, mode).map_err(errno)?;
+        }
+        for name in host.names().map_err(errno)? {
+            if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
+                continue;
+            }
+            let dir = matches!(host.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            let gone = !in_view.iter().any(|(n, _)| *n == name);
+            if !dir && gone && upper.stat(&name).map_err(errno)?.is_none() {
+                upper.put_whiteout(&name).map_err(errno)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

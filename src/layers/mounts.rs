@@ -49,6 +49,14 @@ pub enum Op {
         kept: bool,
         #[serde(default)]
         carry: Option<PathBuf>,
+        /// A kept layer's root in the way back: 0 the repo, 1.. a git dir outside it, each
+        /// with its own upper and work dirs on the run's disk layer ([`upper_name`]).
+        #[serde(default)]
+        root: usize,
+        /// Layers laid over `lower`, upper-most first (`--with-changes`: a kept changeset's
+        /// tree).
+        #[serde(default)]
+        above: Vec<PathBuf>,
     },
     /// A fresh procfs for the new pid namespace.
     Proc { dst: PathBuf },
@@ -69,6 +77,9 @@ pub enum Op {
         size: u64,
         #[serde(default)]
         layer: Option<PathBuf>,
+        /// The kept layer's root `layer` is ([`Op::Overlay`]'s `root`).
+        #[serde(default)]
+        root: usize,
     },
     /// `repo/rel` bound read-only onto itself, opened without following a link and bound by
     /// fd (a `.git` file, a hooks path, a `protect` entry); created as an empty directory
@@ -121,6 +132,9 @@ pub struct Input<'a> {
     pub disk: Option<u64>,
     /// A gene's carried layer for the copy-on-write repo ([`Op::Overlay`]'s `carry`).
     pub carry: Option<&'a Path>,
+    /// Trees laid over host directories copy-on-write ([`Op::Overlay`]'s `above`), each with
+    /// the directory it goes over.
+    pub with_changes: &'a [(PathBuf, PathBuf)],
     pub dev_pts: bool,
 }
 
@@ -188,6 +202,13 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
     }
     let repo = i.repo.to_path_buf();
     let ro = i.repo_mode == RepoMode::Ro;
+    let above = |d: &Path| -> Vec<PathBuf> {
+        i.with_changes
+            .iter()
+            .filter(|(over, _)| over == d)
+            .map(|(_, tree)| tree.clone())
+            .collect()
+    };
     let layered = match i.repo_mode {
         RepoMode::Overlay => Some(false),
         RepoMode::Rw if i.disk.is_some() => Some(true),
@@ -212,6 +233,8 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 } else {
                     i.carry.map(Path::to_path_buf)
                 },
+                root: 0,
+                above: above(&repo),
             });
         }
         None => ops.push(bind(&repo, ro, false)),
@@ -224,17 +247,40 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 size: i.tmp_size,
                 kept: false,
                 carry: None,
+                root: 0,
+                above: above(d),
             },
             _ => bind(d, true, false),
         });
     }
     if let (false, Some(git)) = (ro, i.git) {
         let layered = layered == Some(true);
+        // With a kept layer, a git dir outside the repo (a linked worktree's common dir) gets
+        // one of its own: nothing of the run reaches a host path but through the way back.
+        let mut outside = 0;
         for d in &git.dirs {
+            let (layer, root) = match (layered, d.starts_with(&repo)) {
+                (false, _) => (None, 0),
+                (true, true) => (Some(repo.clone()), 0),
+                (true, false) => {
+                    outside += 1;
+                    ops.push(Op::Overlay {
+                        lower: real(d),
+                        dst: d.clone(),
+                        size: i.disk.unwrap_or(i.tmp_size),
+                        kept: true,
+                        carry: None,
+                        root: outside,
+                        above: Vec::new(),
+                    });
+                    (Some(d.clone()), outside)
+                }
+            };
             ops.push(Op::GitView {
                 dir: d.clone(),
                 size: i.tmp_size,
-                layer: (layered && d.starts_with(&repo)).then(|| repo.clone()),
+                layer,
+                root,
             });
         }
         for (rel, create) in git
@@ -329,12 +375,38 @@ const DISK: &str = "/ovl/disk";
 /// Where the kept overlay is mounted in the scratch root (and bound from into the new root).
 const MERGED: &str = "/ovl/merged";
 
+/// The upper and work dirs of a kept layer's root on the disk layer: `upper` and `work` for
+/// the repo, `upper-N` and `work-N` for the git dir outside it that is root N.
+pub fn upper_name(root: usize) -> String {
+    match root {
+        0 => "upper".into(),
+        n => format!("upper-{n}"),
+    }
+}
+
+fn work_name(root: usize) -> String {
+    match root {
+        0 => "work".into(),
+        n => format!("work-{n}"),
+    }
+}
+
+/// Where a kept layer's root is mounted in the scratch root, for the git views to take their
+/// work dirs from.
+fn merged_path(root: usize) -> PathBuf {
+    match root {
+        0 => PathBuf::from(MERGED),
+        n => PathBuf::from(format!("{MERGED}-{n}")),
+    }
+}
+
 /// The scratch tmpfs [`build_root`] pivots onto, whose `/newroot` becomes the new root (bound
 /// onto itself: mount points and links only, 1 MiB leaves room for long link targets), and,
 /// for a kept overlay, the run's disk layer:
 /// a tmpfs of `disk` bytes (and a file per 4 KiB) in it. Made by stage 2 before it forks
 /// pid 1, in the mount namespace they share, so that stage 2 keeps the disk layer (the fd
-/// returned) once pid 1's pivots have detached the scratch root, and copies it back.
+/// returned) once pid 1's pivots have detached the scratch root, and hands it to the
+/// supervisor's way back ([`crate::changes`]) when the sandbox is gone.
 pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
     mount(
         Some("tmpfs"),
@@ -392,6 +464,11 @@ pub fn build_root(ops: &[Op], cwd: &Path) -> Result<(), StepError> {
     //    scratch root; one tmpfs less to make and to tear down).
     mount(Some(NEW), NEW, none, MsFlags::MS_BIND, none).map_err(err(Step::MountRoot))?;
     let mut b = Build::new()?;
+    b.writable = ops
+        .iter()
+        .filter(|op| matches!(op, Op::Bind { ro: false, .. } | Op::Overlay { .. }))
+        .map(Op::dst)
+        .collect();
     let dsts: Vec<PathBuf> = ops.iter().map(Op::dst).collect();
     let places = Places::new(ops, &dsts);
     // A link with a mount planned below it (added after `plan`) is bound instead: a mount
@@ -531,6 +608,9 @@ struct Build {
     /// The directory of the new root the last link went into, opened, and whether it is on
     /// the root tmpfs.
     dir: Option<(PathBuf, std::os::fd::OwnedFd, bool)>,
+    /// Where read-write binds and overlays go (a kept home, a read-write repo): what the
+    /// command, or its last run, may have filled with links.
+    writable: Vec<PathBuf>,
 }
 
 impl Build {
@@ -540,7 +620,17 @@ impl Build {
             dev: std::os::unix::fs::MetadataExt::dev(&root),
             unsealed: Vec::new(),
             dir: None,
+            writable: Vec::new(),
         })
+    }
+
+    /// The deepest writable place strictly above `dst`, and `dst` relative to it.
+    fn beneath_writable(&self, dst: &Path) -> Option<(PathBuf, PathBuf)> {
+        self.writable
+            .iter()
+            .filter(|w| dst != w.as_path())
+            .filter_map(|w| Some((w.clone(), dst.strip_prefix(w).ok()?.to_path_buf())))
+            .max_by_key(|(w, _)| w.components().count())
     }
 
     /// The root tmpfs and the binds of the first part: read-only, nosuid, nodev, with every
@@ -647,6 +737,9 @@ fn mount_point(dst: &Path, file: bool, step: Step) -> Result<(), StepError> {
 fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError> {
     let nosuid = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     let bind_ro = |b: &mut Build, src: &Path, dst: &Path, ro: bool| -> Result<(), StepError> {
+        if let Some((root, rel)) = b.beneath_writable(dst) {
+            return bind_beneath(src, &root, &rel, ro);
+        }
         let src = under(OLD, src);
         let dst = under(NEW, dst);
         mount_point(&dst, !src.is_dir(), Step::MountBind)?;
@@ -693,11 +786,19 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
             size,
             kept,
             carry,
+            root,
+            above,
         } => {
             // upper and work on their own sized tmpfs, outside the new tree (kept or carried:
             // the run's disk layer, made by `scratch`)
             let scratch = if *kept || carry.is_some() {
-                PathBuf::from(DISK)
+                let disk = PathBuf::from(DISK);
+                if *root > 0 {
+                    for d in [upper_name(*root), work_name(*root)] {
+                        std::fs::create_dir(disk.join(d)).map_err(io_err(Step::MountOverlay))?;
+                    }
+                }
+                disk
             } else {
                 let scratch = Path::new("/ovl").join(n.to_string());
                 std::fs::create_dir(&scratch).map_err(io_err(Step::MountOverlay))?;
@@ -717,23 +818,32 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
             };
             // the upper dir's root must look like the lower one (owner, mode) or git and
             // friends see a different directory
-            copy_owner_mode(&under(OLD, lower), &scratch.join("upper"))?;
+            let (upper, work) = match *kept || carry.is_some() {
+                true => (upper_name(*root), work_name(*root)),
+                false => ("upper".to_string(), "work".to_string()),
+            };
+            copy_owner_mode(&under(OLD, lower), &scratch.join(&upper))?;
             let dst = under(NEW, dst);
             mount_point(&dst, false, Step::MountOverlay)?;
             // kept: mounted in the scratch root first, where the git views take their work
             // dirs from (in the new root, views of outer git dirs cover inner ones)
             let at = if *kept {
-                let at = PathBuf::from(MERGED);
+                let at = merged_path(*root);
                 std::fs::create_dir(&at).map_err(io_err(Step::MountOverlay))?;
                 at
             } else {
                 dst.clone()
             };
+            let lowers: Vec<String> = above
+                .iter()
+                .chain([lower])
+                .map(|l| under(OLD, l).display().to_string())
+                .collect();
             let base = format!(
                 "lowerdir={},upperdir={},workdir={}",
-                under(OLD, lower).display(),
-                scratch.join("upper").display(),
-                scratch.join("work").display()
+                lowers.join(":"),
+                scratch.join(&upper).display(),
+                scratch.join(&work).display()
             );
             // Inside a user namespace overlayfs keeps its metadata in user.* xattrs.
             let with_userxattr = format!("{base},userxattr");
@@ -760,7 +870,12 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
             Ok(())
         }
         Op::Proc { dst } => build_proc(&under(NEW, dst)),
-        Op::GitView { dir, size, layer } => git_view(dir, *size, layer.as_deref(), n),
+        Op::GitView {
+            dir,
+            size,
+            layer,
+            root,
+        } => git_view(dir, *size, layer.as_deref(), *root, n),
         Op::RepoRo { repo, rel, create } => repo_ro(repo, rel, *create),
         Op::Dev { dst, pts, shm_size } => build_dev(&under(NEW, dst), *pts, *shm_size),
     }
@@ -770,7 +885,13 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
 /// sees), then moved, by fd, onto the git dir's place in the new root. Its source is the host's
 /// git dir, or, for a dir in the kept overlay of the repo `layer`, the same dir in the overlay
 /// as mounted in the scratch root, where no other view covers a part of it.
-fn git_view(dir: &Path, size: u64, layer: Option<&Path>, n: usize) -> Result<(), StepError> {
+fn git_view(
+    dir: &Path,
+    size: u64,
+    layer: Option<&Path>,
+    root: usize,
+    n: usize,
+) -> Result<(), StepError> {
     let e = |errno: i32| StepError::new(Step::GitView, errno);
     let scratch = Path::new("/ovl").join(n.to_string());
     std::fs::create_dir(&scratch).map_err(io_err(Step::GitView))?;
@@ -784,7 +905,7 @@ fn git_view(dir: &Path, size: u64, layer: Option<&Path>, n: usize) -> Result<(),
     )
     .map_err(err(Step::GitView))?;
     let src = match layer.map(|repo| dir.strip_prefix(repo)) {
-        Some(Ok(rel)) => Path::new(MERGED).join(rel),
+        Some(Ok(rel)) => merged_path(root).join(rel),
         Some(Err(_)) => return Err(e(libc::EINVAL)),
         None => under(OLD, dir),
     };
@@ -850,6 +971,28 @@ fn copy_owner_mode(from: &Path, to: &Path) -> Result<(), StepError> {
     // Fails harmlessly (EINVAL/EPERM) when the owner is not mapped in the namespace.
     let _ = std::os::unix::fs::chown(to, Some(m.uid()), Some(m.gid()));
     Ok(())
+}
+
+/// A bind below a writable place (`root`): its mount point made and mounted onto by fd,
+/// never reached through a link the command left there (see
+/// [`crate::hostfs::mount_point_beneath`]); the source, a host path, is opened as `mount`
+/// would.
+fn bind_beneath(src: &Path, root: &Path, rel: &Path, ro: bool) -> Result<(), StepError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let src = under(OLD, src);
+    let from = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(&src)
+        .map_err(io_err(Step::MountBind))?;
+    let target = crate::hostfs::mount_point_beneath(
+        &under(NEW, root),
+        rel,
+        !from.metadata().map_err(io_err(Step::MountBind))?.is_dir(),
+    )
+    .map_err(io_err(Step::MountBind))?;
+    crate::layers::git::bind_fd(&from.into(), &target, ro)
+        .map_err(|e| StepError::new(Step::MountBind, e))
 }
 
 /// Recursive bind, as the source is (see [`bind`]).
@@ -1059,6 +1202,7 @@ mod tests {
             tmp_size: 1 << 20,
             disk: None,
             carry: None,
+            with_changes: &[],
             dev_pts: false,
         }
     }

@@ -202,3 +202,34 @@ test('8 concurrent steps each get their own sandbox, output and report', { timeo
   assert.ok(took < h.slack(4000), `8 steps of 1 s took ${took} ms`);
   fx.cleanup();
 });
+
+test('an edit is kept, validated with it laid over the repo, and applied only when green', { timeout: 60_000 }, async (t) => {
+  const { proposeValidateApply, changes } = require('..');
+  const fx = h.fixture('review', {
+    'edit-good.sh': '#!/bin/sh\necho fixed > answer.txt\n',
+    'edit-bad.sh': '#!/bin/sh\necho broken > answer.txt\n',
+    'check.sh': '#!/bin/sh\ngrep -qx fixed answer.txt\n',
+  });
+  t.after(fx.cleanup);
+  fs.writeFileSync(path.join(fx.repo, 'answer.txt'), 'todo\n');
+  const why = h.sandboxUnavailable(bin, fx);
+  if (why) return t.skip(why);
+  const env = { ...process.env, XDG_STATE_HOME: path.join(fx.dir, 'state') };
+  const base = { bin, profile: fx.profile, repo: fx.repo, env, timeoutMs: 30_000 };
+  const answer = () => fs.readFileSync(path.join(fx.repo, 'answer.txt'), 'utf8');
+
+  const bad = await proposeValidateApply({ argv: ['./edit-bad.sh'] }, [{ argv: ['./check.sh'] }], base);
+  assert.equal(bad.ok, false, JSON.stringify(bad.error));
+  assert.ok(bad.changeset, 'the bad edit was kept');
+  assert.match(bad.diff, /\+broken/);
+  assert.equal(bad.validation.ok, false);
+  assert.equal(bad.applied, false);
+  assert.equal(answer(), 'todo\n', 'a rejected edit never reached the repo');
+  assert.ok(!(await changes(['list'], { bin, env })).stdout.includes(bad.changeset), 'dropped');
+
+  const good = await proposeValidateApply({ argv: ['./edit-good.sh'] }, [{ argv: ['./check.sh'] }], base);
+  assert.equal(good.ok, true, JSON.stringify(good.error));
+  assert.equal(good.validation.ok, true);
+  assert.equal(good.applied, true);
+  assert.equal(answer(), 'fixed\n');
+});
