@@ -1,8 +1,8 @@
 //! Apply the accepted entries of a [`Changeset`] to the real roots, all or nothing.
 //!
 //! 1. **Prepare**: everything new is made beside its destination under a temporary name
-//!    (`.<name>.sbx-new-<random>`): files copied and fsync'd, links made, a new directory
-//!    built whole (every entry inside it) and given its modes last. A directory whose mode
+//!    (`.<name>.sbx-new-<random>`): files copied, links made, a new directory built whole
+//!    (every entry inside it) and given its modes last; then one flush of each filesystem. A directory whose mode
 //!    changes and which lacks owner write/search permission is given them for the time of the
 //!    apply. Nothing visible under its own name has changed yet.
 //! 2. **Swap**: each entry in walk order: a new name is renamed in (`RENAME_NOREPLACE`: what
