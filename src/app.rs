@@ -591,7 +591,9 @@ impl Runner<'_> {
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
         let _placeholder = match &plan.git_placeholder {
-            Some(repo) => Some(crate::layers::git::Placeholder::make(repo).map_err(Fail::usage)?),
+            Some(repo) => {
+                Some(crate::layers::git::Placeholder::make(repo, plan.ids).map_err(Fail::usage)?)
+            }
             None => None,
         };
         if let Some(dir) = &self.overrides.carry {
