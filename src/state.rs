@@ -15,8 +15,9 @@
 //! sandbox-run owns (the last `owned` of them) must be directories owned by the user; the last
 //! is set to 0700.
 //!
-//! **Runs** ([`RunDir`]): `STATE/sandbox-run/runs/<prefix>-<random>`, 0700, owned by the user,
-//! holding a `lock` file that the run keeps locked (`flock`) for its life. It is removed when
+//! **Runs** ([`RunDir`]): `STATE/sandbox-run/runs/<prefix>-<random>`, 0700, owned by the user
+//! (root running the repo of a user without a usable home: `/var/lib/sandbox-run/runs/`, root's
+//! and 0711, with the run dir the user's and 0700 under its random name), holding a `lock` file that the run keeps locked (`flock`) for its life. It is removed when
 //! the run ends; one whose run was killed (SIGKILL: nothing of it ran at the end) is removed
 //! by the next [`RunDir::make`], which finds its lock free. Removal never follows a link.
 
@@ -198,11 +199,19 @@ impl RunDir {
     /// Make a fresh run dir for `ids` (`prefix`: what it is for, e.g. `gene`), after removing
     /// the stale ones of killed runs. `what` names the purpose in errors.
     pub fn make(ids: Ids, prefix: &str, what: &str) -> Result<RunDir, String> {
-        let runs_path = dir(ids, &["runs"], what)?;
+        let me = nix::unistd::geteuid().as_raw();
+        let runs_path = match dir(ids, &["runs"], what) {
+            Ok(p) => p,
+            // Root running the repo of a user with no usable home (a uid without a passwd
+            // entry, as a checkout's owner in a container often is): root's own place.
+            Err(e) if me == 0 && ids.uid != 0 => {
+                shared_runs(what).map_err(|e2| format!("{e}; {e2}"))?
+            }
+            Err(e) => return Err(e),
+        };
         let fail = |p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
         let runs = Tree::open(&runs_path).map_err(|e| fail(&runs_path, e))?;
         sweep(&runs);
-        let me = nix::unistd::geteuid().as_raw();
         let rand = random_hex().map_err(|e| fail(&runs_path, e))?;
         let name = format!("{prefix}-{rand}");
         // Made under a dot name, locked, then renamed into place: a later run's sweep never
@@ -265,6 +274,28 @@ impl Drop for RunDir {
     fn drop(&mut self) {
         remove_entry(&self.runs, &self.name);
     }
+}
+
+/// Where root keeps the run dirs of users without a usable home: [`SHARED_RUNS`], root's,
+/// 0711 down to it (each run dir in it is 0700, its user's, under a random name: that user
+/// can reach their own and nobody else can list any).
+const SHARED_RUNS: (&str, [&str; 2]) = ("/var/lib", ["sandbox-run", "runs"]);
+
+fn shared_runs(what: &str) -> Result<PathBuf, String> {
+    let (base, below) = SHARED_RUNS;
+    let below: Vec<String> = below.iter().map(|s| s.to_string()).collect();
+    let root = Ids { uid: 0, gid: 0 };
+    let path = ensure(Path::new(base), &below, below.len(), root, what)?;
+    let mut tree = Tree::open(Path::new(base)).map_err(|e| format!("{what} {base}: {e}"))?;
+    for name in &below {
+        tree = tree
+            .child(OsStr::new(name))
+            .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+        // SAFETY: fchmod of a directory fd we own.
+        check(unsafe { libc::fchmod(tree.raw_fd(), 0o711) })
+            .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    }
+    Ok(path)
 }
 
 fn check(r: libc::c_int) -> std::io::Result<()> {

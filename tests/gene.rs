@@ -562,3 +562,102 @@ fn root_runs_another_users_gene_with_a_private_tmpdir() {
         .collect();
     assert_eq!(after, Vec::<String>::new(), "left in {}", runs.display());
 }
+
+/// Root runs a gene on a repo owned by a uid with no passwd entry (no home to keep state
+/// under, as a checkout's owner in a container often is): the layer goes to root's
+/// `/var/lib/sandbox-run/runs`, 0711 down to it, the run dir that uid's and 0700; it works
+/// with a 0700 `$TMPDIR`, and nothing is left.
+#[test]
+fn root_runs_a_homeless_uids_gene() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !can_carry() {
+        return;
+    }
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "skip root_runs_a_homeless_uids_gene: needs root (root runs another user's repo)"
+        );
+        return;
+    }
+    const UID: u32 = 48_213;
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    if passwd
+        .lines()
+        .any(|l| l.split(':').nth(2) == Some(&UID.to_string()))
+    {
+        eprintln!("skip root_runs_a_homeless_uids_gene: uid {UID} has a passwd entry here");
+        return;
+    }
+    let base = carry_project("carry-homeless");
+    fn chown_tree(p: &Path, uid: u32) {
+        std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+        if p.is_dir() && !p.is_symlink() {
+            for e in std::fs::read_dir(p).unwrap() {
+                chown_tree(&e.unwrap().path(), uid);
+            }
+        }
+    }
+    chown_tree(&base.join("repo"), UID);
+    let tmp = base.join("tmp");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let runs = Path::new("/var/lib/sandbox-run/runs");
+    let before = entries(runs);
+    let gene = write_gene(&base, &["node scripts/write.js", "node scripts/wait.js"]);
+    let mut c = gene_command(&base, &gene);
+    c.env_remove("XDG_STATE_HOME")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    // while it runs: the run dir is that uid's, 0700; the way to it root's, 0711
+    let deadline = std::time::Instant::now() + support::slack(60.0);
+    let dir = loop {
+        let new = entries(runs)
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .map(|n| runs.join(n))
+            .find(|d| d.join("layer/built.txt").exists());
+        if let Some(d) = new {
+            break d;
+        }
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the first command's layer was never saved under {}",
+                runs.display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let m = std::fs::metadata(&dir).unwrap();
+    let ways: Vec<(u32, u32)> = [runs, runs.parent().unwrap()]
+        .iter()
+        .map(|d| {
+            let m = std::fs::metadata(d).unwrap();
+            (m.mode() & 0o7777, m.uid())
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!((m.mode() & 0o7777, m.uid()), (0o700, UID));
+    assert_eq!(ways, vec![(0o711, 0), (0o711, 0)]);
+    // and a whole gene, which also removes the killed one's
+    let gene = write_gene(&base, &["node scripts/write.js", "node scripts/check.js"]);
+    let mut c = gene_command(&base, &gene);
+    c.env_remove("XDG_STATE_HOME");
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!dir.exists(), "the killed gene's run dir is still there");
+    assert_eq!(entries(&tmp), Vec::<String>::new(), "left in TMPDIR");
+    let after: Vec<String> = entries(runs)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(after, Vec::<String>::new(), "left in {}", runs.display());
+}
