@@ -471,6 +471,28 @@ fn another_users_file_or_link_never_carries_the_report() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["commands"][0], format!("{} whoami", probe().display()));
 
+    // 1a. the other way round: the other user's report onto root's file there is refused
+    // (not root, they may not replace it in a sticky directory), and the file stays root's
+    let o = Command::new("runuser")
+        .args(["-u", "sbxtest", "--", BIN, "--profile"])
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "x"])
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("an existing file of uid 0 that may not be replaced here"),
+        "{err}"
+    );
+    assert_eq!(mode(&report), (0o644, 0));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), text);
+
     // 1b. the same before the repo is known (a failure's report)
     std::fs::remove_file(&report).unwrap();
     assert_eq!(
