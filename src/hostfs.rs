@@ -773,6 +773,23 @@ fn caller() -> (u32, u32) {
     )
 }
 
+/// The uid that files of users this user namespace does not map show as, when the caller is
+/// in a user namespace other than the first (`unshare --user`, a rootless container): there
+/// host root's directories (`/`, `/home`) are owned by it, and which user really owns them
+/// cannot be told, so it counts as root's. `None` in the initial user namespace, where it is
+/// a user like any other (`nobody`).
+fn unmapped_uid() -> Option<u32> {
+    let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+    let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    if initial {
+        return None;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .or(Some(65534))
+}
+
 /// May someone other than the caller (and root) write into the directory `st`: world-writable,
 /// or group-writable by a group other than the caller's own (with user private groups, a
 /// caller's 0775 directory is still the caller's alone)?
@@ -787,6 +804,7 @@ fn others_may_write(st: &libc::stat, gid: u32) -> bool {
 /// only the links are checked (the report is in the repo, whose own rules apply).
 fn check_way(way: &Way, links_only: bool) -> io::Result<()> {
     let (uid, gid) = caller();
+    let unmapped = unmapped_uid();
     let refuse = |p: &Path, why: String| {
         Err(io::Error::other(format!(
             "{} {why}: refused (the report must be made where only you or root can change it)",
@@ -794,7 +812,7 @@ fn check_way(way: &Way, links_only: bool) -> io::Result<()> {
         )))
     };
     for (p, st) in way {
-        let owner_ok = st.st_uid == uid || st.st_uid == 0;
+        let owner_ok = st.st_uid == uid || st.st_uid == 0 || Some(st.st_uid) == unmapped;
         match kind_of(st.st_mode) {
             Kind::Symlink if !owner_ok => {
                 return refuse(p, format!("is a symlink of uid {}", st.st_uid))
