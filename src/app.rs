@@ -621,12 +621,11 @@ impl Runner<'_> {
         let _scratch = plan.scratch.clone().map(Scratch);
         let _file_commands = plan.file_commands.as_ref().map(|f| Scratch(f.dir.clone()));
         let _placeholder = match &plan.git_placeholder {
-            Some(repo) => Some(crate::layers::git::Placeholder::make(repo).map_err(Fail::usage)?),
+            Some(repo) => {
+                Some(crate::layers::git::Placeholder::make(repo, plan.ids).map_err(Fail::usage)?)
+            }
             None => None,
         };
-        if let Some(dir) = &self.overrides.carry {
-            crate::plan::own_carry(dir, plan.ids).map_err(Fail::usage)?;
-        }
         if plan.repo_mode != crate::profile::RepoMode::Ro {
             crate::workspace::warn_foreign_owner(
                 &self.ws.repo,
@@ -923,14 +922,22 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
     }
     // One workspace for the whole gene: with a copy-on-write repo, what a command writes (a
     // build's output) is carried to the next command's sandbox, and thrown away at the end.
-    let carry = if profile.filesystem.repo == crate::profile::RepoMode::Overlay
+    // It is saved between commands in a private dir of sandbox-run's state, owned by the user
+    // the sandbox runs as (who must reach it), removed at the end, or by the next gene when
+    // this one is killed ([`crate::state::RunDir`]).
+    let carry_dir = if profile.filesystem.repo == crate::profile::RepoMode::Overlay
         && gene.validation.len() > 1
     {
-        Some(crate::plan::make_carry().map_err(Fail::usage)?)
+        let (ids, _) =
+            crate::plan::run_as(&profile, &ws, &crate::plan::Host::probe()).map_err(Fail::usage)?;
+        Some(crate::state::RunDir::make(ids, "gene", "gene layer dir").map_err(Fail::usage)?)
     } else {
         None
     };
-    let _carry = carry.clone().map(Scratch);
+    let carry = match &carry_dir {
+        Some(run) => Some(run.subdir("layer").map_err(Fail::usage)?),
+        None => None,
+    };
     let runner = Runner {
         timings: false,
         verbose,

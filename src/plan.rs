@@ -866,24 +866,6 @@ fn make_scratch(ids: Ids) -> Result<PathBuf, String> {
     }
 }
 
-/// A private directory for a gene's carried layer ([`Overrides::carry`]), owned by the caller,
-/// mode 0700; [`remove_scratch`] removes it. Made before the sandbox's uid is known:
-/// [`own_carry`] hands it over.
-pub fn make_carry() -> Result<PathBuf, String> {
-    let template = std::env::temp_dir().join("sandbox-run-gene-XXXXXX");
-    nix::unistd::mkdtemp(&template)
-        .map_err(|e| format!("gene layer dir {}: {}", template.display(), e.desc()))
-}
-
-/// Give the carried layer's directory to the sandbox's uid (root running a user's repo).
-pub fn own_carry(dir: &Path, ids: Ids) -> Result<(), String> {
-    if nix::unistd::geteuid().as_raw() != ids.uid {
-        std::os::unix::fs::lchown(dir, Some(ids.uid), Some(ids.gid))
-            .map_err(|e| format!("gene layer dir {}: {e}", dir.display()))?;
-    }
-    Ok(())
-}
-
 /// Remove a run's scratch dir and everything the command left in it, even directories it made
 /// unreadable (their modes are restored first); symlinks are removed, never followed.
 pub fn remove_scratch(dir: &Path) {
@@ -906,7 +888,7 @@ pub fn remove_scratch(dir: &Path) {
 
 /// Who the workload runs as, and why: the caller; or, when the caller is root, the profile's
 /// uid/gid, else the owner of the repo.
-fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String), String> {
+pub fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String), String> {
     use std::os::unix::fs::MetadataExt;
     if host.euid != 0 {
         let ids = Ids {

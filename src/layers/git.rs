@@ -429,6 +429,12 @@ const PLACEHOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// made (or joined, when a concurrent run on the same repo made it) with a shared `flock`
 /// held until dropped; the last run to drop its lock removes it.
 ///
+/// It is mode 0700 and owned by the user the command runs as (root making it gives it to
+/// that user): a lock needs an open fd, and nobody else can open it, so no other local user
+/// can hold it (a shared lock kept it in the repo for good, an exclusive one refused every
+/// later run). An existing one (left by a killed run, or by an older sandbox-run at 0755) is
+/// given the same owner and mode when the caller may.
+///
 /// The count is what keeps it there: removing the directory detaches every mount on it, in
 /// every mount namespace, so a run that removed it while another was still running would
 /// take that run's read-only pin away, and the command still running there could make a
@@ -440,14 +446,17 @@ pub struct Placeholder {
 }
 
 impl Placeholder {
-    pub fn make(repo: &Path) -> Result<Placeholder, String> {
+    /// `owner`: the user the command runs as (`plan.ids`).
+    pub fn make(repo: &Path, owner: crate::layers::ns::Ids) -> Result<Placeholder, String> {
         let r = Dir::open(repo).map_err(|e| refuse(repo, e))?;
         let failed = |e: std::io::Error| refuse(repo, format!("placeholder .git: {e}"));
         let dot_git = Path::new(".git");
         let deadline = std::time::Instant::now() + PLACEHOLDER_WAIT;
         loop {
+            // 0700 from the start (the umask only takes bits away): nobody else can open it
+            // between the mkdir and the chown.
             // SAFETY: mkdirat in the repo's fd, a plain name.
-            let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o755) };
+            let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o700) };
             if rc != 0 && crate::sys::last_errno() != libc::EEXIST {
                 return Err(failed(std::io::Error::last_os_error()));
             }
@@ -456,7 +465,8 @@ impl Placeholder {
                     // Still the one at .git (not removed, by a run that held it exclusively,
                     // between the mkdir and the lock)? Else it is made again.
                     Ok(()) if r.is_at(dot_git, &fd) => {
-                        return Ok(Placeholder { repo: r, lock: fd })
+                        private_to(&fd, owner).map_err(failed)?;
+                        return Ok(Placeholder { repo: r, lock: fd });
                     }
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() != Some(libc::EWOULDBLOCK) => return Err(failed(e)),
@@ -479,6 +489,34 @@ impl Placeholder {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+}
+
+/// Give the placeholder (open as `fd`) to `owner`, mode 0700, where the caller may: root
+/// always, another user only a directory of their own (one someone else made stays as it is:
+/// a user who may write the repo can do more to it than lock its `.git`).
+fn private_to(fd: &OwnedFd, owner: crate::layers::ns::Ids) -> std::io::Result<()> {
+    // SAFETY: all-zero is a valid stat; fstat fills it for an fd we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if me == 0 && (st.st_uid, st.st_gid) != (owner.uid, owner.gid) {
+        // SAFETY: fchown of a directory fd we own.
+        if unsafe { libc::fchown(fd.as_raw_fd(), owner.uid, owner.gid) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    } else if me != 0 && st.st_uid != me {
+        return Ok(());
+    }
+    if st.st_mode & 0o7777 != 0o700 {
+        // SAFETY: fchmod of a directory fd we own.
+        if unsafe { libc::fchmod(fd.as_raw_fd(), 0o700) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Placeholder {
