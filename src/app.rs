@@ -619,7 +619,6 @@ impl Runner<'_> {
         // A run without namespaces has a scratch dir on the host, a read-write repo without
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
-        let _file_commands = plan.file_commands.as_ref().map(|f| Scratch(f.dir.clone()));
         let _placeholder = match &plan.git_placeholder {
             Some(repo) => {
                 Some(crate::layers::git::Placeholder::make(repo, plan.ids).map_err(Fail::usage)?)

@@ -340,7 +340,7 @@ pub fn build(
     };
     // Read-write: git's configuration surfaces stay read-only (layers::git); a layout that
     // cannot be made safe is refused here, before anything runs.
-    let git = if repo_mode == RepoMode::Rw {
+    let mut git = if repo_mode == RepoMode::Rw {
         Some(git::discover(
             &ws.repo,
             &fs.protect,
@@ -379,6 +379,15 @@ pub fn build(
                     "the copy-on-write layer needs Linux 6.6 or later here".to_string()
                 }
             ));
+        }
+    }
+    // Behind the layer, a `.git` the command makes in a repo without one is refused on the way
+    // back: no placeholder needs to sit in the host's repo for the run (which another user
+    // could hold, or a run's end remove under another's pin).
+    if repo_mode == RepoMode::Rw && namespaces && disk.is_some() {
+        if let Some(g) = git.as_mut().filter(|g| g.placeholder) {
+            g.placeholder = false;
+            g.pins.retain(|p| p != Path::new(".git"));
         }
     }
     let mut ops = if !namespaces {

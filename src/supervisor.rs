@@ -407,6 +407,7 @@ pub fn run(
     let mut proxy = None;
     let mut deadline = started + o.timeout;
     let mut terminating = false;
+    let mut hand_over_until: Option<Instant> = None;
     let mut exited = false;
     while !exited {
         let wait = deadline.saturating_duration_since(Instant::now());
@@ -436,8 +437,8 @@ pub fn run(
             watch_channel = channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f);
             if f.handing && !was_handing {
                 // The sandbox is gone: what stage 2 does now is bounded by the hand-over's
-                // own time, not by the timeout or the kill grace.
-                deadline = deadline.max(Instant::now() + HAND_OVER);
+                // own time, not by the timeout, the kill grace or a signal to us.
+                hand_over_until = Some(Instant::now() + HAND_OVER);
             }
             let proxy_lost = plan.net == NetMode::Filtered && proxy.is_none() && !f.handing;
             if proxy_lost && !watch_channel && !terminating {
@@ -449,10 +450,10 @@ pub fn run(
         }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
-            if f.handing && !terminating {
-                // The command ended in time; only the hand-over is left, and it gets its own.
+            if let Some(until) = hand_over_until.filter(|u| Instant::now() < *u) {
+                // Only the hand-over is left, and it gets its own time.
                 terminating = true;
-                deadline = Instant::now() + HAND_OVER;
+                deadline = until;
             } else if terminating {
                 // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
                 unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -211,8 +211,12 @@ pub const HOST_PREFIX: &[&str] = &[
 /// What a run needs to bring the file commands back ([`apply`]).
 #[derive(Debug, Clone, Default)]
 pub struct Setup {
-    /// The private copies on the host: a fresh directory holding one file per variable.
+    /// The private copies on the host: a fresh directory holding one file per variable, in a
+    /// run directory of sandbox-run's own ([`crate::state::RunDir`]: private to the sandbox's
+    /// user, removed after the run, and by the next run when this one was killed).
     pub dir: PathBuf,
+    /// The run directory `dir` lies in, removed when the last copy of the setup goes.
+    pub run: Option<std::sync::Arc<crate::state::RunDir>>,
     /// Each variable and the runner's real file it named (from the caller's environment).
     pub files: Vec<(String, PathBuf)>,
     /// Host directories the command could write: no `GITHUB_PATH` entry may lead into them.
@@ -360,7 +364,7 @@ pub fn prepare(
         ops.sort_by_key(|op| op.dst().components().count());
         return Ok(None);
     }
-    let dir = make_private(&files, i.ids)?;
+    let (dir, run) = make_private(&files, i.ids)?;
     writable.push(dir.clone());
     let writable = with_canonical(writable);
     let inside = if i.namespaces {
@@ -386,6 +390,7 @@ pub fn prepare(
     }
     Ok(Some(Setup {
         dir,
+        run: Some(std::sync::Arc::new(run)),
         files,
         writable,
     }))
@@ -484,36 +489,35 @@ fn protect_temp(
     Ok(())
 }
 
-/// A fresh 0700 directory under `$TMPDIR` (or /tmp) with an empty file per variable, owned by
-/// the workload's user.
-fn make_private(files: &[(String, PathBuf)], ids: Ids) -> Result<PathBuf, String> {
-    let template = std::env::temp_dir().join("sandbox-run-fc-XXXXXX");
-    let dir = nix::unistd::mkdtemp(&template)
-        .map_err(|e| format!("file commands: {}: {}", template.display(), e.desc()))?;
+/// A fresh 0700 directory in a run directory of sandbox-run's own, with an empty file per
+/// variable, owned by the workload's user. Not under `$TMPDIR`: a killed run would leave it
+/// there, and root's private `$TMPDIR` would keep the workload's user out.
+fn make_private(
+    files: &[(String, PathBuf)],
+    ids: Ids,
+) -> Result<(PathBuf, crate::state::RunDir), String> {
+    let run = crate::state::RunDir::make(ids, "file-commands", "file commands")?;
+    let dir = run.subdir("copies")?;
     let made = (|| {
         use std::os::unix::fs::OpenOptionsExt;
         let chown = nix::unistd::geteuid().as_raw() != ids.uid;
-        let own = |p: &Path| match chown {
-            true => std::os::unix::fs::lchown(p, Some(ids.uid), Some(ids.gid)),
-            false => Ok(()),
-        };
         for (name, _) in files {
             let p = dir.join(name);
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&p)?;
-            own(&p)?;
+            if chown {
+                std::os::unix::fs::lchown(&p, Some(ids.uid), Some(ids.gid))?;
+            }
         }
-        own(&dir)
+        Ok::<(), std::io::Error>(())
     })();
     match made {
-        Ok(()) => Ok(dir),
-        Err(e) => {
-            crate::plan::remove_scratch(&dir);
-            Err(format!("file commands: {}: {e}", dir.display()))
-        }
+        Ok(()) => Ok((dir, run)),
+        Err(e) => Err(format!("file commands: {}: {e}", dir.display())),
     }
 }
 
