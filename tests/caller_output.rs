@@ -248,6 +248,50 @@ fn a_caller_that_never_reads_stderr_does_not_hold_the_timeout() {
     assert_timed_out_and_dropped(&report_at(&report));
 }
 
+/// The same with a terminal nobody reads (its output queue full, as with a window that stopped
+/// scrolling or Ctrl-S) and with a socket (node gives its child processes socket pairs).
+#[test]
+fn a_terminal_or_a_socket_nobody_reads_does_not_hold_the_timeout() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = fixture("tty-socket", "");
+    let report = base.join("report.json");
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let (mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    for (what, out, n) in [
+        (
+            "terminal",
+            std::os::fd::OwnedFd::from(pty.slave),
+            FOREVER + 7,
+        ),
+        ("socket", std::os::fd::OwnedFd::from(theirs), FOREVER + 8),
+    ] {
+        let n = n.to_string();
+        let t = Instant::now();
+        let mut child = sandbox(&base)
+            .arg("--report")
+            .arg(&report)
+            .args(["--capture", "--timeout", "2s", "--"])
+            .arg(probe())
+            .args(["write-lines", "1", &n])
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let st = wait_bounded(&mut child, bound());
+        let took = t.elapsed();
+        assert_eq!(
+            st.and_then(|s| s.code()),
+            Some(124),
+            "{what}: took {took:?}"
+        );
+        assert!(survivors(&n).is_empty(), "{what}: {:?}", survivors(&n));
+        assert_timed_out_and_dropped(&report_at(&report));
+    }
+    drop((pty.master, mine));
+}
+
 /// SIGTERM to sandbox-run while the caller's stdout is full: it tears the sandbox down and
 /// exits 143 at once (the command dies of the relayed SIGTERM), not when the caller reads.
 #[test]
