@@ -260,11 +260,7 @@ fn a_terminal_or_a_socket_nobody_reads_does_not_hold_the_timeout() {
     let pty = nix::pty::openpty(None, None).unwrap();
     let (mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
     for (what, out, n) in [
-        (
-            "terminal",
-            std::os::fd::OwnedFd::from(pty.slave),
-            FOREVER + 7,
-        ),
+        ("terminal", pty.slave, FOREVER + 7),
         ("socket", std::os::fd::OwnedFd::from(theirs), FOREVER + 8),
     ] {
         let n = n.to_string();
