@@ -475,7 +475,19 @@ pub fn run(
         let ready: Vec<bool> = fds.iter().map(|p| p.any().unwrap_or(false)).collect();
         drop(fds);
         if watch_channel && ready[ready.len() - 1] {
-            watch_channel = proxy_record(plan, &rec_r, &mut early, &mut proxy);
+            watch_channel = proxy_record(plan, &rec_r, &mut early, &mut proxy, |line| {
+                // never waiting for the caller, here in the loop
+                let mut own;
+                let err = match &mut sinks[1] {
+                    Some(err) => err,
+                    None => {
+                        own = Sink::open(2);
+                        &mut own
+                    }
+                };
+                err.say(&line);
+                err.flush();
+            });
             if proxy.is_none() && !watch_channel && !terminating {
                 // No proxy: nothing to serve the sandbox with; end it (the record says why).
                 terminate(pid);
@@ -713,6 +725,7 @@ fn proxy_record(
     rec: &OwnedFd,
     early: &mut Vec<Record>,
     proxy: &mut Option<crate::net::proxy::Proxy>,
+    say: impl FnOnce(String),
 ) -> bool {
     loop {
         match channel::recv(rec.as_raw_fd()) {
@@ -731,7 +744,7 @@ fn proxy_record(
                 });
                 match started {
                     Ok(p) => *proxy = Some(p),
-                    Err(e) => eprintln!("sandbox-run: network: starting the proxy: {e}"),
+                    Err(e) => say(format!("sandbox-run: network: starting the proxy: {e}\n")),
                 }
                 return false;
             }
