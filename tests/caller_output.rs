@@ -18,14 +18,17 @@ use support::{probe, slack, BIN};
 /// Lines of `probe write-lines` a command never finishes printing (16 TB).
 const FOREVER: u64 = 1_000_000_000_000;
 
-/// A repo and a profile that allows the probe, with a 1 s kill grace, `extra_limits` more
-/// `[limits]` keys, and the cgroup layer best-effort (this file tests the supervisor's output
-/// path, not the cgroup).
-fn fixture(name: &str, extra_limits: &str) -> PathBuf {
+/// A repo and a profile that allows the probe, with these `[limits]` (a 1 s kill grace when
+/// empty), and the cgroup layer best-effort (this file tests the supervisor's output path, not
+/// the cgroup).
+fn fixture(name: &str, limits: &str) -> PathBuf {
     let base = support::scratch(&format!("caller-output-{name}"));
-    let extra = format!(
-        "[layers]\ncgroup = \"best-effort\"\n[limits]\nkill_grace = \"1s\"\n{extra_limits}\n"
-    );
+    let limits = if limits.is_empty() {
+        "kill_grace = \"1s\""
+    } else {
+        limits
+    };
+    let extra = format!("[layers]\ncgroup = \"best-effort\"\n[limits]\n{limits}\n");
     support::probe_profile(&base, "validate", "", &extra);
     base
 }
@@ -324,15 +327,17 @@ fn sigterm_acts_while_the_caller_does_not_read() {
 
 /// Positive control: a caller that starts reading late (the command waits meanwhile, nothing
 /// is dropped) gets every byte in order, up to the output cap, then the cap's line; under the
-/// cap, all of it and no line.
+/// cap, all of it and no line; and output that the command finished printing before the caller
+/// reads (the sandbox has ended) still arrives whole.
 #[test]
 fn a_caller_that_reads_late_gets_every_byte_in_order_up_to_the_cap() {
     if !support::sandbox_works() {
         return;
     }
-    let base = fixture("reads", "output = \"1M\"");
+    // a grace longer than the caller's pause at the end (the last case)
+    let base = fixture("reads", "kill_grace = \"5s\"\noutput = \"1M\"");
     let report = base.join("report.json");
-    let run = |lines: u64| {
+    let run = |lines: u64, pause: Duration| {
         let mut child = sandbox(&base)
             .arg("--report")
             .arg(&report)
@@ -344,9 +349,9 @@ fn a_caller_that_reads_late_gets_every_byte_in_order_up_to_the_cap() {
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();
-        // A caller busy elsewhere for longer than the kill grace before it reads.
+        // A caller busy elsewhere before it reads.
         wait_full(out.as_raw_fd());
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(pause);
         let out = reader(out);
         let err = reader(child.stderr.take().unwrap());
         let st = wait_bounded(&mut child, slack(30.0));
@@ -357,8 +362,8 @@ fn a_caller_that_reads_late_gets_every_byte_in_order_up_to_the_cap() {
         (out, err, report_at(&report))
     };
 
-    // 2 MiB through a 1 MiB cap: the first MiB, in order
-    let (out, err, v) = run(2 * 65536);
+    // 2 MiB through a 1 MiB cap, the caller away longer than the grace: the first MiB, in order
+    let (out, err, v) = run(2 * 65536, Duration::from_millis(6000));
     assert_eq!(out.len(), 1 << 20, "{err}");
     assert_lines_in_order(&out, "stdout");
     assert!(
@@ -369,10 +374,17 @@ fn a_caller_that_reads_late_gets_every_byte_in_order_up_to_the_cap() {
     assert_eq!(v["results"][0]["limits_hit"], serde_json::json!(["output"]));
 
     // under the cap: everything
-    let (out, err, v) = run(40000);
+    let (out, err, v) = run(40000, Duration::from_millis(1500));
     assert_eq!(out.len(), 40000 * 16, "{err}");
     assert_lines_in_order(&out, "stdout");
     assert!(!err.contains("sandbox-run: output"), "{err}");
+    assert_eq!(v["results"][0]["limits_hit"], serde_json::json!([]));
+
+    // 96 KiB: the command is done and its sandbox gone before the caller reads
+    let (out, err, v) = run(6144, Duration::from_millis(1500));
+    assert_eq!(out.len(), 6144 * 16, "{err}");
+    assert_lines_in_order(&out, "stdout");
+    assert!(err.contains("write-lines: ok lines=6144"), "{err}");
     assert_eq!(v["results"][0]["limits_hit"], serde_json::json!([]));
 }
 
