@@ -191,6 +191,16 @@ impl Sink {
     }
 }
 
+/// One line of sandbox-run's own on its stderr, from any thread (the proxy's), never waiting
+/// for the caller: dropped when the caller does not take it now, or after sandbox-run gave up on
+/// its stderr. (`eprintln!` would block in a full pipe while holding std's stderr lock, and
+/// every later line of sandbox-run's would then wait for that lock.)
+pub fn line(text: &str) {
+    let mut s = Sink::open(2);
+    s.say(&format!("{text}\n"));
+    s.flush();
+}
+
 /// One write to `fd` (1 or 2) that does not wait for the caller: the bytes taken, 0 when there is
 /// no room, `None` when the fd fails (EPIPE: the caller closed its end).
 fn write(way: &Way, fd: RawFd, data: &[u8]) -> Option<usize> {

@@ -22,6 +22,11 @@ const FOREVER: u64 = 1_000_000_000_000;
 /// empty), and the cgroup layer best-effort (this file tests the supervisor's output path, not
 /// the cgroup).
 fn fixture(name: &str, limits: &str) -> PathBuf {
+    fixture_on("validate", name, limits)
+}
+
+/// [`fixture`] on another base profile.
+fn fixture_on(profile: &str, name: &str, limits: &str) -> PathBuf {
     let base = support::scratch(&format!("caller-output-{name}"));
     let limits = if limits.is_empty() {
         "kill_grace = \"1s\""
@@ -29,7 +34,7 @@ fn fixture(name: &str, limits: &str) -> PathBuf {
         limits
     };
     let extra = format!("[layers]\ncgroup = \"best-effort\"\n[limits]\n{limits}\n");
-    support::probe_profile(&base, "validate", "", &extra);
+    support::probe_profile(&base, profile, "", &extra);
     base
 }
 
@@ -461,4 +466,68 @@ fn validate_gene_holds_the_timeout_whatever_the_caller_reads() {
     assert_eq!(st.and_then(|s| s.code()), Some(124), "took {took:?}");
     assert!(survivors(&n).is_empty(), "{:?}", survivors(&n));
     assert_timed_out_and_dropped(&report_at(&report));
+}
+
+/// `--net filtered`: the proxy says on sandbox-run's stderr which host it denied, from its own
+/// thread. With that stderr full (the command filled it, the caller never reads it) the line
+/// must not block either: before, the proxy's thread blocked in its write holding std's stderr
+/// lock, and sandbox-run hung at its own next line after the teardown, the report unwritten.
+#[test]
+fn a_proxy_line_to_a_full_stderr_does_not_hang_sandbox_run() {
+    if !support::sandbox_works() {
+        return;
+    }
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skip: curl not installed");
+        return;
+    }
+    let base = fixture_on("ci", "proxy", "");
+    let report = base.join("report.json");
+    let repo = base.join("repo");
+    // 150 KB on stderr (more than the caller's pipe takes), a pause for it to go as far as it
+    // can, then a connection the proxy denies.
+    std::fs::write(
+        repo.join("fill-then-connect.sh"),
+        "i=0\nwhile [ $i -lt 2000 ]; do echo eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee >&2; i=$((i+1)); done\n\
+         sleep 1\ncurl -sS https://denied.invalid/ >/dev/null 2>&1\nsleep 100\n",
+    )
+    .unwrap();
+    let t = Instant::now();
+    let mut child = sandbox(&base)
+        .current_dir(&repo)
+        .arg("--report")
+        .arg(&report)
+        .args(["--capture", "--net", "filtered", "--timeout", "3s", "--"])
+        .args(["sh", "fill-then-connect.sh"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let held = child.stderr.take().unwrap();
+    let st = wait_bounded(&mut child, Duration::from_secs(4) + slack(2.0));
+    let took = t.elapsed();
+    drop(held);
+    assert_eq!(st.and_then(|s| s.code()), Some(124), "took {took:?}");
+    assert!(survivors_named("fill-then-connect.sh").is_empty());
+    let v = report_at(&report);
+    assert_timed_out_and_dropped(&v);
+    let conns = &v["sandbox"]["network"]["connections"];
+    assert_eq!(conns[0]["host"], "denied.invalid", "{v:#}");
+    assert_eq!(conns[0]["allowed"], false, "{v:#}");
+}
+
+/// Processes whose command line holds `marker` (other than this test process).
+fn survivors_named(marker: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            (name != me && name.bytes().all(|b| b.is_ascii_digit()) && cmd.contains(marker))
+                .then(|| format!("{name}: {cmd}"))
+        })
+        .collect()
 }
