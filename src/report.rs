@@ -329,7 +329,7 @@ pub fn ran(
     if usage.pids_max_hits > 0 {
         limits_hit.push("pids");
     }
-    if !f.output_capped.is_empty() {
+    if !f.output_capped.is_empty() || !f.output_dropped.is_empty() {
         limits_hit.push("output");
     }
     if f.disk_full {
