@@ -386,7 +386,7 @@ pub fn copy_user_xattrs(from: &File, to: &File) {
 }
 
 /// A plain directory entry name.
-fn entry_name(name: &std::ffi::OsStr) -> io::Result<CString> {
+pub fn entry_name(name: &std::ffi::OsStr) -> io::Result<CString> {
     let b = name.as_bytes();
     if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));

@@ -11,11 +11,7 @@ use std::path::{Component, Path};
 
 /// A plain directory entry name as a C string.
 pub fn cname(name: &OsStr) -> io::Result<CString> {
-    let b = name.as_bytes();
-    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    crate::hostfs::entry_name(name)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

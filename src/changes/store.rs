@@ -293,29 +293,11 @@ pub fn base_now(cs: &Changeset) -> Result<Vec<Base>, String> {
     Ok(out)
 }
 
-/// Now, as RFC 3339 in UTC (`2026-11-27T13:28:05Z`).
+/// Now, as RFC 3339 in UTC, to the second (`2026-11-27T13:28:05Z`).
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // civil from days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let ms = crate::report::iso8601(std::time::SystemTime::now());
+    // `2026-11-27T13:28:05.123Z`: the seconds are what a reader of `changes list` needs.
+    format!("{}Z", ms.split('.').next().unwrap_or(&ms))
 }
 
 /// Copies the accepted entries of one changeset into a lower layer.

@@ -713,12 +713,37 @@ pub fn copy_back(real: &Real, cap: u64) -> Result<(), i32> {
 fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let view = Dir::open_no_links(view_path).map_err(errno)?;
+    let top = top_changes(&view, real, cap)?;
+    for (name, data, _) in &top.changed {
+        real.put_bytes(name, data, 0o644).map_err(errno)?;
+    }
+    for name in &top.gone {
+        real.remove(name).map_err(errno)?;
+    }
+    Ok(())
+}
+
+/// What git changed at the top of a view against the real git dir: the [`copied`] regular
+/// files whose bytes differ (name, bytes, mode), and the real dir's copied files that the view
+/// no longer has (never [`KEEP`], never a directory: a tree is never removed this way).
+struct TopChanges {
+    changed: Vec<(std::ffi::OsString, Vec<u8>, u32)>,
+    gone: Vec<std::ffi::OsString>,
+}
+
+fn top_changes(view: &Dir, real: &Tree, cap: u64) -> Result<TopChanges, i32> {
+    use std::os::unix::fs::PermissionsExt;
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let in_view: Vec<_> = view
         .entries(Path::new(""), MAX_ENTRIES)
         .map_err(errno)?
         .into_iter()
         .filter(|(n, _)| copied(n))
         .collect();
+    let mut top = TopChanges {
+        changed: Vec::new(),
+        gone: Vec::new(),
+    };
     for (name, kind) in &in_view {
         if *kind != Kind::File {
             continue;
@@ -730,20 +755,26 @@ fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
         if real.read_small(name, cap).as_deref() == Some(&data[..]) {
             continue;
         }
-        real.put_bytes(name, &data, 0o644).map_err(errno)?;
+        let fd = view
+            .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .map_err(errno)?;
+        let mode = std::fs::File::from(fd)
+            .metadata()
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0o644);
+        top.changed.push((name.clone(), data, mode));
     }
     for name in real.names().map_err(errno)? {
         if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
             continue;
         }
-        // Removed in the view: removed here too, unless it is a directory (never a tree).
         let dir =
             matches!(real.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         if !dir && !in_view.iter().any(|(n, _)| *n == name) {
-            real.remove(&name).map_err(errno)?;
+            top.gone.push(name);
         }
     }
-    Ok(())
+    Ok(top)
 }
 
 /// After the sandbox, with a kept layer ([`crate::layers::overlay`]): the [`copied`] files of
@@ -784,41 +815,13 @@ pub fn into_layer(
             }
             upper = upper.child(c.as_os_str()).map_err(errno)?;
         }
-        let in_view: Vec<_> = view
-            .entries(Path::new(""), MAX_ENTRIES)
-            .map_err(errno)?
-            .into_iter()
-            .filter(|(n, _)| copied(n))
-            .collect();
-        for (name, kind) in &in_view {
-            if *kind != Kind::File {
-                continue;
-            }
-            let data = match view.read_small(Path::new(name), cap) {
-                Ok(Some(d)) => d,
-                _ => continue,
-            };
-            if host.read_small(name, cap).as_deref() == Some(&data[..]) {
-                continue;
-            }
-            let fd = view
-                .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .map_err(errno)?;
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::File::from(fd)
-                .metadata()
-                .map(|m| m.permissions().mode() & 0o777)
-                .unwrap_or(0o644);
-            upper.put_bytes(name, &data, mode).map_err(errno)?;
+        let top = top_changes(&view, host, cap)?;
+        for (name, data, mode) in &top.changed {
+            upper.put_bytes(name, data, *mode).map_err(errno)?;
         }
-        for name in host.names().map_err(errno)? {
-            if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
-                continue;
-            }
-            let dir = matches!(host.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            let gone = !in_view.iter().any(|(n, _)| *n == name);
-            if !dir && gone && upper.stat(&name).map_err(errno)?.is_none() {
-                upper.put_whiteout(&name).map_err(errno)?;
+        for name in &top.gone {
+            if upper.stat(name).map_err(errno)?.is_none() {
+                upper.put_whiteout(name).map_err(errno)?;
             }
         }
     }
