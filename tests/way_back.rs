@@ -556,3 +556,38 @@ fn a_sparse_file_past_the_cap_does_not_land() {
         "ok\n"
     );
 }
+
+/// Where the repo is bound as it is (`disk = "off"`, or a kernel without the layer), git's
+/// files at the top of a view still come back only as git writes them: a HEAD that names no
+/// valid ref is refused. Control: a valid branch switch lands.
+#[test]
+fn without_the_layer_head_still_comes_back_only_as_git_writes_it() {
+    if !sandbox_works() || !have_git() {
+        return;
+    }
+    let f = Fixture::new("wayback-nolayer-head");
+    let repo = real_repo(&f, "repo");
+    let head = std::fs::read_to_string(repo.join(".git/HEAD")).unwrap();
+    let p = f.profile(&Spec::extends("ci").disk("off"));
+    let r = inside(
+        &p,
+        &repo,
+        "printf 'ref: refs/heads/../../config\\n' > .git/HEAD\n",
+    );
+    r.assert_code(0);
+    assert!(
+        r.stderr.contains("refused") && r.stderr.contains("HEAD"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/HEAD")).unwrap(),
+        head
+    );
+    let script = format!("{GIT} checkout -q -b topic && echo RESULT switched\n");
+    let r = inside(&p, &repo, &script);
+    assert!(r.stdout.contains("RESULT switched"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/topic\n"
+    );
+}

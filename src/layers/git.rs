@@ -715,6 +715,19 @@ fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     let view = Dir::open_no_links(view_path).map_err(errno)?;
     let top = top_changes(&view, real, cap)?;
     for (name, data, _) in &top.changed {
+        // The contents git would write, as the way back requires of a layer's (changes::scan).
+        let valid = match name.as_bytes() {
+            b"HEAD" => crate::changes::refname::head(data),
+            b"packed-refs" => crate::changes::refname::packed_refs(data),
+            _ => true,
+        };
+        if !valid {
+            eprintln!(
+                "sandbox-run: repo: refused {} (not what git writes there)",
+                view_path.join(name).display()
+            );
+            continue;
+        }
         real.put_bytes(name, data, 0o644).map_err(errno)?;
     }
     for name in &top.gone {
