@@ -6,7 +6,8 @@
 //! probe ATTACK [ARGS...]
 //! ```
 //!
-//! Output: one result line on stdout (on stderr for `write-bytes`, whose stdout is the data):
+//! Output: one result line on stdout (on stderr for `write-bytes` and `write-lines 1`, whose
+//! stdout is the data):
 //!
 //! ```text
 //! ATTACK: ok [DETAILS]
@@ -51,6 +52,8 @@ boundary:  copy FROM TO | chmod PATH MODE | fchmod PATH MODE | fchmodat2 PATH MO
 state:     status | fds | read-fd N | stdin | env | getenv NAME | hostname | whoami | pid
 behaviour: sleep SECS | fork-daemon SECS [FILE] | ignore-term-sleep SECS | spin SECS
            alloc MIB | fork-bomb N | write-bytes N
+           write-lines FD N (N numbered lines of 16 bytes to fd 1 or 2; the result line goes to
+           the other one)
 oom:       alloc-child MIB (a child allocates, we wait and exit 0) | fill-tmp MIB (tmpfs pages,
            written by a process that stays small)
 data:      args [ARGS...] | stdin-hex | read-hex FILE  (each argument / all of stdin / the file,
@@ -1312,6 +1315,28 @@ fn write_bytes(args: &[String]) -> Outcome {
     ok_with(format!("bytes={n}"))
 }
 
+/// `write-lines FD N`: lines `000000000000000\n`, `000000000000001\n`, ... (16 bytes each) to
+/// fd 1 or 2, 256 lines per write: a reader can tell a lost, repeated or reordered byte.
+fn write_lines(args: &[String]) -> Outcome {
+    let fd: libc::c_int = num(args, 0, "FD")?;
+    if fd != 1 && fd != 2 {
+        return Err(usage("FD must be 1 or 2"));
+    }
+    let n: u64 = num(args, 1, "N")?;
+    let mut buf = Vec::with_capacity(256 * 16);
+    let mut i = 0u64;
+    while i < n {
+        buf.clear();
+        let end = n.min(i + 256);
+        for k in i..end {
+            let _ = writeln!(buf, "{k:015}");
+        }
+        write_all(fd, &buf)?;
+        i = end;
+    }
+    ok_with(format!("lines={n}"))
+}
+
 // ---------------------------------------------------------------------------------------------
 // The host boundary in seccomp: set-ID modes, file capabilities, legacy AIO, socket kinds that
 // landlock's TCP rules do not see, TCP Fast Open, listen's autobind, vsock.
@@ -1877,6 +1902,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),
+        "write-lines" => write_lines(args),
         "alloc-child" => alloc_child(args),
         "fill-tmp" => fill_tmp(args),
         "inotify-exhaust" => inotify_exhaust(args),
@@ -2010,7 +2036,9 @@ fn main() {
     }
     let outcome = run(attack, &argv[2..]);
     // write-bytes owns stdout: its result line goes to stderr.
-    let mut out: Box<dyn Write> = if attack == "write-bytes" {
+    let mut out: Box<dyn Write> = if attack == "write-bytes"
+        || (attack == "write-lines" && argv.get(2).is_some_and(|fd| fd == "1"))
+    {
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::stdout())

@@ -620,12 +620,11 @@ impl Runner<'_> {
         // .git a placeholder: gone when we return, however.
         let _scratch = plan.scratch.clone().map(Scratch);
         let _placeholder = match &plan.git_placeholder {
-            Some(repo) => Some(crate::layers::git::Placeholder::make(repo).map_err(Fail::usage)?),
+            Some(repo) => {
+                Some(crate::layers::git::Placeholder::make(repo, plan.ids).map_err(Fail::usage)?)
+            }
             None => None,
         };
-        if let Some(dir) = &self.overrides.carry {
-            crate::plan::own_carry(dir, plan.ids).map_err(Fail::usage)?;
-        }
         // A large disk cap: the repo's layer on disk, in a dir of this run's (gone when we return).
         let _layer = crate::layers::disk::prepare(&mut plan, host.kernel).map_err(Fail::usage)?;
         if plan.repo_mode != crate::profile::RepoMode::Ro {
@@ -742,11 +741,24 @@ impl Runner<'_> {
         }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         result.repo_changes = self.way_back(cmd, &plan, &finished);
-        if finished.disk_stopped.is_some()
-            || result.repo_changes.as_ref().is_some_and(|c| c.disk_full)
+        let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
+        if (full_at_end || finished.disk_stopped.is_some()) && !result.limits_hit.contains(&"disk")
         {
             result.limits_hit.push("disk");
         }
+        if finished.disk_full {
+            if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {
+                eprintln!(
+                    "sandbox-run: disk: the command filled the repo's layer, {} ([limits] disk): its writes past that failed with ENOSPC",
+                    crate::units::Size(cap)
+                );
+            }
+        }
+        // The sandbox is gone: what the step left for the runner, filtered.
+        result.file_commands = plan
+            .file_commands
+            .as_ref()
+            .map(crate::changes::actions::apply);
         if !result.ok && plan.repo_mode != crate::profile::RepoMode::Ro {
             // a file it could not write may be why: look deeper than before the run
             crate::workspace::warn_foreign_owner(
@@ -926,14 +938,22 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
     }
     // One workspace for the whole gene: with a copy-on-write repo, what a command writes (a
     // build's output) is carried to the next command's sandbox, and thrown away at the end.
-    let carry = if profile.filesystem.repo == crate::profile::RepoMode::Overlay
+    // It is saved between commands in a private dir of sandbox-run's state, owned by the user
+    // the sandbox runs as (who must reach it), removed at the end, or by the next gene when
+    // this one is killed ([`crate::state::RunDir`]).
+    let carry_dir = if profile.filesystem.repo == crate::profile::RepoMode::Overlay
         && gene.validation.len() > 1
     {
-        Some(crate::plan::make_carry().map_err(Fail::usage)?)
+        let (ids, _) =
+            crate::plan::run_as(&profile, &ws, &crate::plan::Host::probe()).map_err(Fail::usage)?;
+        Some(crate::state::RunDir::make(ids, "gene", "gene layer dir").map_err(Fail::usage)?)
     } else {
         None
     };
-    let _carry = carry.clone().map(Scratch);
+    let carry = match &carry_dir {
+        Some(run) => Some(run.subdir("layer").map_err(Fail::usage)?),
+        None => None,
+    };
     let runner = Runner {
         timings: false,
         verbose,

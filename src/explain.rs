@@ -27,6 +27,11 @@ pub fn plan_lines(plan: &Plan, abi: u8) -> Vec<String> {
     out.extend(plan.mounts.iter().map(mount_line));
     out.push(network_line(&Network::of(plan, Some(abi))));
     out.extend(env_lines(&plan.env_dropped));
+    out.extend(
+        plan.file_commands
+            .as_ref()
+            .map(crate::changes::actions::plan_line),
+    );
     out
 }
 
@@ -128,7 +133,7 @@ pub fn network_line(n: &Network) -> String {
 
 /// One line per reason: `env removed as secret-looking: A, B`.
 pub fn env_lines(dropped: &[Dropped]) -> Vec<String> {
-    [Why::Secret, Why::LoadsCode, Why::NotKept]
+    [Why::Secret, Why::LoadsCode, Why::HeldBack, Why::NotKept]
         .into_iter()
         .filter_map(|why| {
             let names: Vec<&str> = dropped

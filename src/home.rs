@@ -67,8 +67,8 @@ pub fn key(profile: &str) -> String {
 }
 
 /// The state directory under which the homes of user `uid` live, and the components below it
-/// (`sandbox-run`, `home`, the key). `caller_uid`, `env`: the caller's; `passwd_home`: the
-/// user's home from the passwd file.
+/// (`sandbox-run`, `home`, the key): [`crate::state::location`]. `caller_uid`, `env`: the
+/// caller's; `passwd_home`: the user's home from the passwd file.
 pub fn location(
     uid: u32,
     caller_uid: u32,
@@ -76,108 +76,16 @@ pub fn location(
     passwd_home: Option<PathBuf>,
     profile: &str,
 ) -> Result<(PathBuf, Vec<String>), String> {
-    let mut below = vec!["sandbox-run".to_string(), "home".into(), key(profile)];
-    let own = uid == caller_uid;
-    let xdg = env_var("XDG_STATE_HOME").filter(|x| own && x.starts_with('/'));
-    let base = match xdg {
-        Some(x) => PathBuf::from(x),
-        None => {
-            let home = if own {
-                env_var("HOME").filter(|h| h.starts_with('/') && h != "/")
-            } else {
-                None
-            }
-            .map(PathBuf::from)
-            .or(passwd_home.filter(|h| h.is_absolute() && h != Path::new("/")))
-            .ok_or_else(|| format!("home: user {uid} has no home directory to keep a sandbox home under (set XDG_STATE_HOME)"))?;
-            below.splice(0..0, [".local".to_string(), "state".into()]);
-            home
-        }
-    };
+    let (base, mut below) = crate::state::location(uid, caller_uid, env_var, passwd_home, "home")?;
+    below.extend(["home".to_string(), key(profile)]);
     Ok((base, below))
 }
 
 /// Make (or check) the persistent home `base/below...` for `uid`:`gid` without following any
-/// link, and return its path. The last three components are sandbox-run's own: each must be
-/// a directory owned by `uid`; the last is made 0700.
+/// link, and return its path ([`crate::state::ensure`]). The last three components are
+/// sandbox-run's own: each must be a directory owned by `uid`; the last is made 0700.
 pub fn ensure(base: &Path, below: &[String], uid: u32, gid: u32) -> Result<PathBuf, String> {
-    let fail = |p: &Path, what: String| format!("home {}: {what}", p.display());
-    let me = nix::unistd::geteuid().as_raw();
-    // The caller's own `$XDG_STATE_HOME` is made when missing, as any program of the caller
-    // would; another user's home must exist.
-    if me == uid && std::fs::symlink_metadata(base).is_err() {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(base)
-            .map_err(|e| fail(base, e.to_string()))?;
-    }
-    let base = std::fs::canonicalize(base).map_err(|e| fail(base, e.to_string()))?;
-    let mut tree = Tree::open(&base).map_err(|e| fail(&base, e.to_string()))?;
-    let mut path = base.clone();
-    let owned_from = below.len().saturating_sub(3);
-    for (i, name) in below.iter().enumerate() {
-        path.push(name);
-        let n = OsStr::new(name);
-        let st = tree.stat(n).map_err(|e| fail(&path, e.to_string()))?;
-        let made = match st {
-            None => {
-                let c = std::ffi::CString::new(name.as_bytes())
-                    .map_err(|_| fail(&path, "bad name".into()))?;
-                // SAFETY: mkdirat on our dir fd with a plain NUL-terminated name.
-                let r = unsafe { libc::mkdirat(tree.raw_fd(), c.as_ptr(), 0o700) };
-                if r != 0 && crate::sys::last_errno() != libc::EEXIST {
-                    return Err(fail(&path, std::io::Error::last_os_error().to_string()));
-                }
-                r == 0
-            }
-            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => return Err(fail(
-                &path,
-                "is a symlink: sandbox-run does not follow links in the homes it keeps (remove it)"
-                    .into(),
-            )),
-            Some(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => {
-                return Err(fail(&path, "is not a directory".into()))
-            }
-            Some(_) => false,
-        };
-        let next = tree
-            .child(n)
-            .map_err(|e| fail(&path, format!("opening without following links: {e}")))?;
-        let fd = next.raw_fd();
-        if made && me != uid {
-            // SAFETY: fchown of a directory fd we own.
-            if unsafe { libc::fchown(fd, uid, gid) } != 0 {
-                return Err(fail(&path, std::io::Error::last_os_error().to_string()));
-            }
-        }
-        if i >= owned_from {
-            // SAFETY: all-zero is a valid stat; fstat fills it.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: fstat of an fd we own.
-            if unsafe { libc::fstat(fd, &mut st) } != 0 {
-                return Err(fail(&path, std::io::Error::last_os_error().to_string()));
-            }
-            if st.st_uid != uid {
-                return Err(fail(
-                    &path,
-                    format!(
-                        "is owned by uid {}, not by uid {uid} who runs the command: refused",
-                        st.st_uid
-                    ),
-                ));
-            }
-            if i + 1 == below.len() {
-                // SAFETY: fchmod of a directory fd we own.
-                if unsafe { libc::fchmod(fd, 0o700) } != 0 {
-                    return Err(fail(&path, std::io::Error::last_os_error().to_string()));
-                }
-            }
-        }
-        tree = next;
-    }
-    Ok(path)
+    crate::state::ensure(base, below, 3, crate::layers::ns::Ids { uid, gid }, "home")
 }
 
 /// The passwd home of `uid` (read from /etc/passwd: no NSS in a static binary).

@@ -11,8 +11,10 @@
 //! - **Reads are bounded** ([`Dir::read_small`]): `/dev/zero` bound as `.git` cannot make the
 //!   supervisor read forever.
 //! - **The report file** ([`create_report`]) is created before the run: links are followed only
-//!   where they live outside the repo (the caller's own path), never inside it, and inside the
-//!   repo it must be a regular file with no other hard link.
+//!   where they live outside the repo (the caller's own path, and only links of the caller's or
+//!   root's), never inside it, and inside the repo it must be a regular file with no other hard
+//!   link. Outside the repo it is a fresh file of the caller's in a directory only the caller
+//!   (or root) controls, never a file someone else made or can write.
 //!
 //! Stage 2 uses the same calls before the sandbox exists (a fresh single-threaded exec:
 //! allocation is fine there).
@@ -384,7 +386,7 @@ pub fn copy_user_xattrs(from: &File, to: &File) {
 }
 
 /// A plain directory entry name.
-fn entry_name(name: &std::ffi::OsStr) -> io::Result<CString> {
+pub fn entry_name(name: &std::ffi::OsStr) -> io::Result<CString> {
     let b = name.as_bytes();
     if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -811,10 +813,15 @@ pub fn lexical(cwd: &Path, path: &Path) -> PathBuf {
     out
 }
 
+/// What [`open_dir_outside_links`] passed on its way: each directory and link, with its
+/// metadata, for [`check_way`].
+type Way = Vec<(PathBuf, libc::stat)>;
+
 /// Open the directory `path` (absolute), following a link only where the link itself lies
 /// outside `repo`: the caller's own path may go through links, the repo's may not. Links are
-/// resolved one component at a time, at most 40 of them.
-fn open_dir_outside_links(path: &Path, repo: &Path) -> io::Result<OwnedFd> {
+/// resolved one component at a time, at most 40 of them. Every directory and link passed on
+/// the way is recorded in `way`.
+fn open_dir_outside_links(path: &Path, repo: &Path, way: &mut Way) -> io::Result<OwnedFd> {
     let mut todo: Vec<PathBuf> = vec![path.to_path_buf()];
     let mut hops = 0;
     let mut cur = PathBuf::from("/");
@@ -847,7 +854,15 @@ fn open_dir_outside_links(path: &Path, repo: &Path) -> io::Result<OwnedFd> {
                         RESOLVE_NO_MAGICLINKS,
                     )?;
                     let here = cur.join(n);
-                    if kind_of(fstat(&next)?.st_mode) == Kind::Symlink {
+                    let st = fstat(&next)?;
+                    way.push((here.clone(), st));
+                    if kind_of(st.st_mode) == Kind::Symlink {
+                        if repo == Path::new("/") {
+                            return Err(io::Error::other(format!(
+                                "{} is a symlink, and with the repo unknown no link is followed",
+                                here.display()
+                            )));
+                        }
                         if here.starts_with(repo) {
                             return Err(io::Error::other(format!(
                                 "{} is a symlink inside the repo: not followed",
@@ -877,11 +892,169 @@ fn open_dir_outside_links(path: &Path, repo: &Path) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Create (or truncate) the report file `path` before anything runs, as [`hostfs`](self)
-/// says: no link inside `repo` is followed (neither the file nor a directory on the way), a
-/// FIFO does not block the open, and inside the repo only a regular file is accepted; outside
-/// it a FIFO or a character device the caller names (`--report >(jq .)`, `/dev/null`) is
-/// fine. Returns the open file, ready for writing.
+/// The caller: the effective uid and gid of this process.
+fn caller() -> (u32, u32) {
+    (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
+}
+
+/// The uid that files of users this user namespace does not map show as, when the caller is
+/// in a user namespace other than the first (`unshare --user`, a rootless container): there
+/// host root's directories (`/`, `/home`) are owned by it, and which user really owns them
+/// cannot be told, so it counts as root's. `None` in the initial user namespace, where it is
+/// a user like any other (`nobody`).
+fn unmapped_uid() -> Option<u32> {
+    let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
+    let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
+    if initial {
+        return None;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .or(Some(65534))
+}
+
+/// May someone other than the caller (and root) write into the directory `st`: world-writable,
+/// or group-writable by a group other than the caller's own (with user private groups, a
+/// caller's 0775 directory is still the caller's alone)?
+fn others_may_write(st: &libc::stat, gid: u32) -> bool {
+    st.st_mode & 0o002 != 0 || (st.st_mode & 0o020 != 0 && st.st_gid != gid)
+}
+
+/// The way to a report outside the repo must be the caller's: no link on it owned by anyone
+/// but the caller or root (its owner could point it elsewhere); no directory on it owned by
+/// anyone else (its owner could replace what is below), nor writable by other users unless
+/// sticky (`/tmp`: there only an entry's owner may rename or remove it). With `links_only`,
+/// only the links are checked (the report is in the repo, whose own rules apply).
+fn check_way(way: &Way, links_only: bool) -> io::Result<()> {
+    let (uid, gid) = caller();
+    let unmapped = unmapped_uid();
+    let refuse = |p: &Path, why: String| {
+        Err(io::Error::other(format!(
+            "{} {why}: refused (the report must be made where only you or root can change it)",
+            p.display()
+        )))
+    };
+    for (p, st) in way {
+        let owner_ok = st.st_uid == uid || st.st_uid == 0 || Some(st.st_uid) == unmapped;
+        match kind_of(st.st_mode) {
+            Kind::Symlink if !owner_ok => {
+                return refuse(p, format!("is a symlink of uid {}", st.st_uid))
+            }
+            Kind::Dir if links_only => {}
+            Kind::Dir if !owner_ok => {
+                return refuse(p, format!("is a directory of uid {}", st.st_uid))
+            }
+            Kind::Dir if others_may_write(st, gid) && st.st_mode & libc::S_ISVTX == 0 => {
+                return refuse(
+                    p,
+                    format!(
+                        "is a directory other users may write to (mode {:o}, no sticky bit)",
+                        st.st_mode & 0o7777
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `fstatat(dirfd, name)`, not following a link; `None` when there is no such entry.
+fn stat_at(dirfd: &OwnedFd, name: &CString) -> io::Result<Option<libc::stat>> {
+    // SAFETY: all-zero is a valid `stat`; fstatat fills it, not following a link.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a dir fd we own, a NUL-terminated name, a stat to fill.
+    let r = unsafe {
+        libc::fstatat(
+            dirfd.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r == 0 {
+        return Ok(Some(st));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOENT) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+/// A fresh report file at `name` in `dirfd` (a directory the caller controls): created under
+/// a new name (`O_EXCL`, mode 0644 less the umask, owned by the caller) and renamed over
+/// `name`, so that whatever was there (another user's file, a file with other hard links, one
+/// others may write) is replaced, never written into.
+fn fresh_file(
+    dirfd: &OwnedFd,
+    name: &std::ffi::OsStr,
+    had: Option<&libc::stat>,
+) -> io::Result<OwnedFd> {
+    let c =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut rnd = [0u8; 8];
+    // SAFETY: getrandom into a buffer of the given length.
+    if unsafe { libc::getrandom(rnd.as_mut_ptr().cast(), rnd.len(), 0) } != rnd.len() as isize {
+        return Err(io::Error::last_os_error());
+    }
+    let tmp_name = format!(
+        ".sandbox-run-report-{}",
+        rnd.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    let tmp =
+        CString::new(tmp_name.clone()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = openat2(
+        dirfd.as_raw_fd(),
+        Path::new(&tmp_name),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY,
+        0o644,
+        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    )?;
+    // SAFETY: renameat within one dir fd, NUL-terminated names.
+    let r = unsafe {
+        libc::renameat(
+            dirfd.as_raw_fd(),
+            tmp.as_ptr(),
+            dirfd.as_raw_fd(),
+            c.as_ptr(),
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: unlinkat of our own fresh name.
+        unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
+        return Err(match (e.raw_os_error(), had) {
+            (Some(libc::EPERM | libc::EACCES), Some(st)) if st.st_uid != caller().0 => {
+                io::Error::other(format!(
+                    "an existing file of uid {} that may not be replaced here: refused (remove it or choose another path)",
+                    st.st_uid
+                ))
+            }
+            _ => e,
+        });
+    }
+    Ok(fd)
+}
+
+/// Create the report file `path` before anything runs, as [`hostfs`](self) says.
+///
+/// - **Inside the repo** no link is followed (neither the file nor a directory on the way), a
+///   FIFO does not block the open, and only a regular file with no other hard link is
+///   accepted, then truncated.
+/// - **Outside it** (or with the repo unknown, `repo` = `/`: then no link is followed at all)
+///   the way must be the caller's ([`check_way`]: no link or directory of another user on it,
+///   no directory others may write to unless sticky), and the report is a fresh file of the
+///   caller's renamed over the name ([`fresh_file`]): never a file someone else made or can
+///   write. A FIFO or a character device of the caller's or root's (`--report >(jq .)`,
+///   `/dev/null`) is written as it is.
+///
+/// Returns the open file, ready for writing.
 pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
     let abs = lexical(cwd, path);
     let name = abs
@@ -889,26 +1062,49 @@ pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
         .to_os_string();
     let parent = abs.parent().unwrap_or(Path::new("/"));
-    let (dirfd, inside) = if let Ok(rel) = parent.strip_prefix(repo) {
-        (Dir::open(repo)?.subdir(rel)?.fd, true)
-    } else {
-        let fd = open_dir_outside_links(parent, repo)?;
-        // Where did the caller's links lead? Into the repo, everything from there on must be
-        // link-free: reopen beneath the repo from the resolved path.
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
-        match real.strip_prefix(repo) {
-            Ok(rel) => (Dir::open(repo)?.subdir(rel)?.fd, true),
-            Err(_) => (fd, real == repo),
+    let unknown = repo == Path::new("/");
+    let (dirfd, inside) = match parent.strip_prefix(repo) {
+        Ok(rel) if !unknown => (Dir::open(repo)?.subdir(rel)?.fd, true),
+        _ => {
+            let mut way = Way::new();
+            let fd = open_dir_outside_links(parent, repo, &mut way)?;
+            // Where did the caller's links lead? Into the repo, everything from there on must
+            // be link-free: reopen beneath the repo from the resolved path.
+            let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+            match real.strip_prefix(repo) {
+                Ok(rel) if !unknown => {
+                    check_way(&way, true)?;
+                    (Dir::open(repo)?.subdir(rel)?.fd, true)
+                }
+                _ => {
+                    check_way(&way, false)?;
+                    (fd, !unknown && real == repo)
+                }
+            }
         }
     };
-    let fd = openat2(
-        dirfd.as_raw_fd(),
-        Path::new(&name),
-        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
-        0o644,
-        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    )?;
+    let c =
+        CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let had = if inside { None } else { stat_at(&dirfd, &c)? };
+    if had.is_some_and(|st| kind_of(st.st_mode) == Kind::Symlink) {
+        // The name itself is never followed (nor replaced): it could not be told from one a
+        // command planted. As before, ELOOP.
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    let fresh = !inside && had.map_or(true, |st| kind_of(st.st_mode) == Kind::File);
+    let fd = if fresh {
+        fresh_file(&dirfd, &name, had.as_ref())?
+    } else {
+        openat2(
+            dirfd.as_raw_fd(),
+            Path::new(&name),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0o644,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        )?
+    };
     let st = fstat(&fd)?;
+    let (uid, _) = caller();
     let ok =
         match kind_of(st.st_mode) {
             // A second name elsewhere (a hard link the command made) would be truncated too.
@@ -917,6 +1113,13 @@ pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
                 "a file with other hard links (inside the repo only a file of its own is written)",
             )),
             Kind::File => true,
+            // another user's FIFO or device: they would read, or feed, what the consumer gets
+            Kind::Other if !inside && st.st_uid != uid && st.st_uid != 0 => {
+                return Err(io::Error::other(format!(
+                    "a FIFO or device of uid {}: refused (the report is written only to your own or root's)",
+                    st.st_uid
+                )))
+            }
             Kind::Other if !inside => {
                 matches!(st.st_mode & libc::S_IFMT, libc::S_IFIFO | libc::S_IFCHR)
             }

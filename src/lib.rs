@@ -18,6 +18,8 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod report;
+pub mod sink;
+pub mod state;
 pub mod supervisor;
 pub mod sys;
 pub mod toolchain;

@@ -93,6 +93,10 @@ pub struct Plan {
     /// Repo-relative paths the copy-back leaves alone ([`Overrides::keep_paths`]).
     #[serde(default)]
     pub keep_paths: Vec<PathBuf>,
+    /// GitHub Actions' file commands, brought back after the run by the caller
+    /// ([`crate::changes::actions::apply`]), which removes their directory.
+    #[serde(skip)]
+    pub file_commands: Option<crate::changes::actions::Setup>,
 }
 
 /// What the `run` command line adds to the profile.
@@ -344,7 +348,7 @@ pub fn build(
     };
     // Read-write: git's configuration surfaces stay read-only (layers::git); a layout that
     // cannot be made safe is refused here, before anything runs.
-    let git = if repo_mode == RepoMode::Rw {
+    let mut git = if repo_mode == RepoMode::Rw {
         Some(git::discover(
             &ws.repo,
             &fs.protect,
@@ -383,6 +387,15 @@ pub fn build(
                     "the copy-on-write layer needs Linux 6.6 or later here".to_string()
                 }
             ));
+        }
+    }
+    // Behind the layer, a `.git` the command makes in a repo without one is refused on the way
+    // back: no placeholder needs to sit in the host's repo for the run (which another user
+    // could hold, or a run's end remove under another's pin).
+    if repo_mode == RepoMode::Rw && namespaces && disk.is_some() {
+        if let Some(g) = git.as_mut().filter(|g| g.placeholder) {
+            g.placeholder = false;
+            g.pins.retain(|p| p != Path::new(".git"));
         }
     }
     let mut ops = if !namespaces {
@@ -439,7 +452,7 @@ pub fn build(
     let tmp = scratch
         .as_ref()
         .map_or_else(|| PathBuf::from("/tmp"), |d| d.join("tmp"));
-    let landlock = landlock_ok.then(|| {
+    let mut landlock = landlock_ok.then(|| {
         let existing = |v: &[PathBuf]| {
             v.iter()
                 .filter(|p| crate::canon::exists(p))
@@ -530,6 +543,7 @@ pub fn build(
     let built = env::build(&env::Inputs {
         caller: &host.env,
         keep: &profile.env.keep,
+        drop: &profile.env.drop,
         keep_flag: &o.keep_env,
         pass: &profile.env.pass,
         pass_flag: &o.pass_env,
@@ -556,6 +570,35 @@ pub fn build(
             tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
         }
     }
+    // `[filesystem] file_commands`: private copies, `$RUNNER_TEMP`'s entries read-only.
+    let file_commands = match fs.file_commands {
+        false => None,
+        true => {
+            let input = crate::changes::actions::Input {
+                caller: &host.env,
+                namespaces,
+                ids,
+                repo: &ws.repo,
+                home_kept: home_kept.as_deref(),
+                scratch: scratch.as_deref(),
+            };
+            let r = crate::changes::actions::prepare(
+                &input,
+                &mut ops,
+                landlock.as_mut(),
+                &mut built.vars,
+            );
+            match r {
+                Ok(s) => s,
+                Err(e) => {
+                    if let Some(dir) = &scratch {
+                        remove_scratch(dir);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    };
     for name in &built.unset {
         tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }
@@ -611,6 +654,7 @@ pub fn build(
         git_placeholder,
         cgroup_self_join: false,
         keep_paths: o.keep_paths.clone(),
+        file_commands,
     })
 }
 
@@ -840,24 +884,6 @@ fn make_scratch(ids: Ids) -> Result<PathBuf, String> {
     }
 }
 
-/// A private directory for a gene's carried layer ([`Overrides::carry`]), owned by the caller,
-/// mode 0700; [`remove_scratch`] removes it. Made before the sandbox's uid is known:
-/// [`own_carry`] hands it over.
-pub fn make_carry() -> Result<PathBuf, String> {
-    let template = std::env::temp_dir().join("sandbox-run-gene-XXXXXX");
-    nix::unistd::mkdtemp(&template)
-        .map_err(|e| format!("gene layer dir {}: {}", template.display(), e.desc()))
-}
-
-/// Give the carried layer's directory to the sandbox's uid (root running a user's repo).
-pub fn own_carry(dir: &Path, ids: Ids) -> Result<(), String> {
-    if nix::unistd::geteuid().as_raw() != ids.uid {
-        std::os::unix::fs::lchown(dir, Some(ids.uid), Some(ids.gid))
-            .map_err(|e| format!("gene layer dir {}: {e}", dir.display()))?;
-    }
-    Ok(())
-}
-
 /// Remove a run's scratch dir and everything the command left in it, even directories it made
 /// unreadable (their modes are restored first); symlinks are removed, never followed.
 pub fn remove_scratch(dir: &Path) {
@@ -880,7 +906,7 @@ pub fn remove_scratch(dir: &Path) {
 
 /// Who the workload runs as, and why: the caller; or, when the caller is root, the profile's
 /// uid/gid, else the owner of the repo.
-fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String), String> {
+pub fn run_as(profile: &Profile, ws: &Workspace, host: &Host) -> Result<(Ids, String), String> {
     use std::os::unix::fs::MetadataExt;
     if host.euid != 0 {
         let ids = Ids {

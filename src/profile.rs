@@ -139,6 +139,10 @@ pub struct Filesystem {
     pub tmp_size: Size,
     pub dev_pts: bool,
     pub home: HomeMode,
+    /// GitHub Actions' file commands (`$GITHUB_ENV`, `$GITHUB_PATH`, ...): private copies in
+    /// the sandbox, filtered on the way back; what `$RUNNER_TEMP` held before the step is
+    /// read-only in it ([`crate::changes::actions`]).
+    pub file_commands: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -171,6 +175,9 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Env {
     pub keep: Vec<String>,
+    /// Names `keep` would pass that are held back after all (an entry ending in `*`: every
+    /// name it begins).
+    pub drop: Vec<String>,
     /// Names whose caller's value passes even when they look like secrets (never code-loading
     /// ones): API keys given by name, never on a command line.
     pub pass: Vec<String>,
@@ -259,6 +266,7 @@ struct FilesystemFile {
     tmp_size: Option<Size>,
     dev_pts: Option<bool>,
     home: Option<HomeMode>,
+    file_commands: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -288,6 +296,7 @@ struct LimitsFile {
 #[serde(deny_unknown_fields)]
 struct EnvFile {
     keep: Option<Vec<String>>,
+    drop: Option<Vec<String>>,
     pass: Option<Vec<String>>,
     set: Option<BTreeMap<String, String>>,
     path: Option<String>,
@@ -344,15 +353,26 @@ impl ProfileFile {
         );
         let (c, p) = (&mut self.filesystem, &mut parent.filesystem);
         merge_fields!(
-            c, p, repo, system_ro, extra_ro, extra_rw, protect, toolchains, sys, tmp_size, dev_pts,
-            home
+            c,
+            p,
+            repo,
+            system_ro,
+            extra_ro,
+            extra_rw,
+            protect,
+            toolchains,
+            sys,
+            tmp_size,
+            dev_pts,
+            home,
+            file_commands
         );
         let (c, p) = (&mut self.network, &mut parent.network);
         merge_fields!(c, p, mode, allow, tcp_connect, tcp_bind);
         let (c, p) = (&mut self.limits, &mut parent.limits);
         merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output, disk);
         let (c, p) = (&mut self.env, &mut parent.env);
-        merge_fields!(c, p, keep, pass, set, path);
+        merge_fields!(c, p, keep, drop, pass, set, path);
         let (c, p) = (&mut self.layers, &mut parent.layers);
         merge_fields!(
             c,
@@ -409,6 +429,7 @@ impl ProfileFile {
                 tmp_size: f.tmp_size.unwrap_or(Size(512 << 20)),
                 dev_pts: f.dev_pts.unwrap_or(false),
                 home: f.home.unwrap_or(HomeMode::Tmp),
+                file_commands: f.file_commands.unwrap_or(false),
             },
             network: Network {
                 mode: n.mode.unwrap_or(NetMode::None),
@@ -429,6 +450,7 @@ impl ProfileFile {
             },
             env: Env {
                 keep: e.keep.unwrap_or_default(),
+                drop: e.drop.unwrap_or_default(),
                 pass: e.pass.unwrap_or_default(),
                 set: e.set.unwrap_or_default(),
                 path: e.path,
@@ -541,6 +563,7 @@ impl Profile {
             .env
             .keep
             .iter()
+            .chain(&self.env.drop)
             .chain(&self.env.pass)
             .chain(self.env.set.keys())
         {

@@ -72,6 +72,9 @@ pub struct CommandResult {
     /// and what became of it (applied, kept, discarded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repo_changes: Option<crate::changes::back::RepoChanges>,
+    /// GitHub Actions' file commands: entries appended to the runner's files, and refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_commands: Option<crate::changes::actions::Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -265,6 +268,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         error: None,
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -297,6 +301,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         error: Some(error.to_string()),
         limits_hit: Vec::new(),
         repo_changes: None,
+        file_commands: None,
         out: None,
         err: None,
     }
@@ -324,8 +329,11 @@ pub fn ran(
     if usage.pids_max_hits > 0 {
         limits_hit.push("pids");
     }
-    if !f.output_capped.is_empty() {
+    if !f.output_capped.is_empty() || !f.output_dropped.is_empty() {
         limits_hit.push("output");
+    }
+    if f.disk_full {
+        limits_hit.push("disk");
     }
     let status = status_of(f, code, signal);
     let text = |b: &[u8]| capture.then(|| String::from_utf8_lossy(b).into_owned());
@@ -346,6 +354,7 @@ pub fn ran(
         error,
         limits_hit,
         repo_changes: None,
+        file_commands: None,
         out: text(&f.out),
         err: text(&f.err),
     }

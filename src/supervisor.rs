@@ -1,6 +1,7 @@
 //! The supervisor: starts stage 2 with the plan, then waits for it in one `poll` over a
-//! pidfd, a signalfd and (when capturing) the command's output pipes. No polling loop, no
-//! SIGALRM: the deadline is the poll timeout.
+//! pidfd, a signalfd and (when capturing) the command's output pipes and sandbox-run's own
+//! stdout and stderr ([`crate::sink`]: nothing in the loop waits for the caller to read). No
+//! polling loop, no SIGALRM: the deadline is the poll timeout.
 //!
 //! Teardown: at the wall-clock deadline, or when sandbox-run receives SIGINT/SIGTERM/SIGHUP,
 //! SIGTERM goes to every process of the sandbox (pid 1 relays it with `kill(-1)`); after the
@@ -13,6 +14,7 @@ use crate::layers::cgroup::{Leaf, Usage};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
 use crate::profile::NetMode;
+use crate::sink::Sink;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -102,6 +104,9 @@ pub struct Finished {
     pub err: Vec<u8>,
     /// The streams (`stdout`, `stderr`) that passed the output cap.
     pub output_capped: Vec<&'static str>,
+    /// sandbox-run's own streams (`stdout`, `stderr`) whose caller stopped reading them: what
+    /// it did not take by the end was dropped.
+    pub output_dropped: Vec<&'static str>,
     /// `--net filtered`: the proxy's connection log.
     pub connections: Vec<crate::net::proxy::Connection>,
     /// The run's disk layer, handed over by stage 2 once the sandbox was gone (a kept layer),
@@ -109,6 +114,8 @@ pub struct Finished {
     pub layer: Option<std::sync::Arc<OwnedFd>>,
     /// Stage 2 said the sandbox was gone and the hand-over began.
     pub handing: bool,
+    /// The repo's layer was full at some point of the run (writes failed with ENOSPC).
+    pub disk_full: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
     /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what
@@ -191,11 +198,17 @@ impl Tail {
 /// Past the cap the pipe is still read to its end and the data dropped, not closed: a closed
 /// pipe would kill the command with SIGPIPE (or fail its writes with EPIPE) and change how it
 /// ends; the wall-clock timeout still bounds how long it may go on printing. Memory stays flat.
+///
+/// Below the cap the pipe is read only as far as the caller takes what the supervisor passes
+/// on ([`Sink`]): a caller that reads slowly slows the command, which blocks in its own write,
+/// and loses nothing; the supervisor never waits for it. At teardown the pipe is read whatever
+/// the caller does, and what it cannot take is dropped and counted.
 struct Stream {
     pipe: Option<OwnedFd>,
     /// `stdout` or `stderr`: the command's stream, for the message.
     name: &'static str,
-    to_stderr: bool,
+    /// Where it goes: 0 sandbox-run's stdout, 1 its stderr.
+    sink: usize,
     tail: Tail,
     cap: u64,
     passed: u64,
@@ -203,11 +216,26 @@ struct Stream {
 }
 
 impl Stream {
-    /// Move what is there now; `false` once the pipe is closed.
-    fn pump(&mut self) -> bool {
+    /// Is there something to read for: room in its sink, or past the cap, or `draining` (at
+    /// teardown: the rest is dropped when the sink is full).
+    fn wants(&self, sinks: &[Option<Sink>; 2], draining: bool) -> bool {
+        self.pipe.is_some() && (draining || self.capped || room(sinks, self.sink) > 0)
+    }
+
+    /// Move what is there now, as far as [`Stream::wants`]; `false` once the pipe is closed or
+    /// nothing more can be read now (the pipe is non-blocking).
+    fn pump(&mut self, sinks: &mut [Option<Sink>; 2], draining: bool) -> bool {
         let Some(fd) = &self.pipe else { return false };
         let mut buf = [0u8; 16384];
-        match nix::unistd::read(fd, &mut buf) {
+        let len = if draining || self.capped {
+            buf.len()
+        } else {
+            buf.len().min(room(sinks, self.sink))
+        };
+        if len == 0 {
+            return false;
+        }
+        match nix::unistd::read(fd, &mut buf[..len]) {
             Ok(0) => {
                 self.pipe = None;
                 false
@@ -217,34 +245,36 @@ impl Stream {
                 let room = usize::try_from(self.cap.saturating_sub(self.passed)).unwrap_or(n);
                 let pass = &data[..n.min(room)];
                 if !pass.is_empty() {
-                    // A closed or full terminal must not stop the supervisor; drop what cannot
-                    // go.
-                    let _ = if self.to_stderr {
-                        std::io::stderr().write_all(pass)
-                    } else {
-                        std::io::stdout().write_all(pass)
-                    };
+                    if let Some(sink) = &mut sinks[self.sink] {
+                        sink.push(pass);
+                    }
                     self.passed += pass.len() as u64;
                 }
                 if pass.len() < n && !self.capped {
                     self.capped = true;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "sandbox-run: output: {} passed the {} cap; the rest was dropped",
-                        self.name,
-                        crate::units::Size(self.cap)
-                    );
+                    if let Some(err) = &mut sinks[1] {
+                        err.say(&format!(
+                            "sandbox-run: output: {} passed the {} cap; the rest was dropped\n",
+                            self.name,
+                            crate::units::Size(self.cap)
+                        ));
+                    }
                 }
                 self.tail.push(data);
                 true
             }
-            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => true,
+            Err(nix::errno::Errno::EINTR) => true,
+            Err(nix::errno::Errno::EAGAIN) => false,
             Err(_) => {
                 self.pipe = None;
                 false
             }
         }
     }
+}
+
+fn room(sinks: &[Option<Sink>; 2], i: usize) -> usize {
+    sinks[i].as_ref().map_or(usize::MAX, Sink::room)
 }
 
 fn sys(what: &str) -> impl Fn(nix::Error) -> String + '_ {
@@ -378,7 +408,7 @@ pub fn run(
         Stream {
             pipe: child.stdout.take(),
             name: "stdout",
-            to_stderr: o.stdout_to_stderr,
+            sink: usize::from(o.stdout_to_stderr),
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
@@ -390,7 +420,7 @@ pub fn run(
         Stream {
             pipe: child.stderr.take(),
             name: "stderr",
-            to_stderr: true,
+            sink: 1,
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
@@ -400,6 +430,20 @@ pub fn run(
             capped: false,
         },
     ];
+    // Our read ends: read as far as there is data, never waiting (see `Stream::pump`).
+    for s in &streams {
+        if let Some(p) = &s.pipe {
+            let _ = nix::fcntl::fcntl(
+                p,
+                nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+            );
+        }
+    }
+    // sandbox-run's own stdout and stderr, as far as the streams go there.
+    let mut sinks: [Option<Sink>; 2] = [
+        (piped && !o.stdout_to_stderr).then(|| Sink::open(1)),
+        piped.then(|| Sink::open(2)),
+    ];
 
     // `--net filtered`: watch the channel until pid 1 passes the proxy's socket; a kept layer:
     // until its end, for the hand-over.
@@ -408,6 +452,7 @@ pub fn run(
     let mut proxy = None;
     let mut deadline = started + o.timeout;
     let mut terminating = false;
+    let mut hand_over_until: Option<Instant> = None;
     let mut exited = false;
     // A repo layer on disk: its cap is watched while the command runs.
     let mut budget = match (
@@ -431,9 +476,23 @@ pub fn run(
             PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
         ];
-        for s in &streams {
-            if let Some(p) = &s.pipe {
-                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+        // Where each stream's pipe and each sink is in `fds`, if it is.
+        let mut at = [None; 4];
+        for (i, s) in streams.iter().enumerate() {
+            // At teardown, read whatever the caller does (what it cannot take is dropped):
+            // the command's last words must not wait for the caller either.
+            if s.wants(&sinks, terminating) {
+                at[i] = Some(fds.len());
+                fds.push(PollFd::new(
+                    s.pipe.as_ref().unwrap().as_fd(),
+                    PollFlags::POLLIN,
+                ));
+            }
+        }
+        for (i, k) in sinks.iter().enumerate() {
+            if let Some(fd) = k.as_ref().and_then(Sink::waiting) {
+                at[2 + i] = Some(fds.len());
+                fds.push(PollFd::new(fd, PollFlags::POLLOUT));
             }
         }
         if watch_channel {
@@ -448,7 +507,20 @@ pub fn run(
         drop(fds);
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
-            watch_channel = channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f);
+            watch_channel =
+                channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f, |line| {
+                    // never waiting for the caller, here in the loop
+                    let mut own;
+                    let err = match &mut sinks[1] {
+                        Some(err) => err,
+                        None => {
+                            own = Sink::open(2);
+                            &mut own
+                        }
+                    };
+                    err.say(&line);
+                    err.flush();
+                });
             if f.handing && !was_handing {
                 // The sandbox is gone: a last exact count of the layer, for what was written
                 // after the last check.
@@ -463,8 +535,8 @@ pub fn run(
                 }
                 budget = None;
                 // The sandbox is gone: what stage 2 does now is bounded by the hand-over's
-                // own time, not by the timeout or the kill grace.
-                deadline = deadline.max(Instant::now() + HAND_OVER);
+                // own time, not by the timeout, the kill grace or a signal to us.
+                hand_over_until = Some(Instant::now() + HAND_OVER);
             }
             let proxy_lost = plan.net == NetMode::Filtered && proxy.is_none() && !f.handing;
             if proxy_lost && !watch_channel && !terminating {
@@ -498,10 +570,10 @@ pub fn run(
         }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
-            if f.handing && !terminating {
-                // The command ended in time; only the hand-over is left, and it gets its own.
+            if let Some(until) = hand_over_until.filter(|u| Instant::now() < *u) {
+                // Only the hand-over is left, and it gets its own time.
                 terminating = true;
-                deadline = Instant::now() + HAND_OVER;
+                deadline = until;
             } else if terminating {
                 // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -531,13 +603,14 @@ pub fn run(
                 unsafe { libc::kill(pid, info.ssi_signo as i32) };
             }
         }
-        let mut k = 2;
-        for s in streams.iter_mut() {
-            if s.pipe.is_some() {
-                if ready[k] {
-                    s.pump();
-                }
-                k += 1;
+        for (i, k) in sinks.iter_mut().enumerate() {
+            if at[2 + i].is_some_and(|j| ready[j]) {
+                k.as_mut().map(Sink::flush);
+            }
+        }
+        for (i, s) in streams.iter_mut().enumerate() {
+            if at[i].is_some_and(|j| ready[j]) {
+                s.pump(&mut sinks, terminating);
             }
         }
         exited = ready[0];
@@ -555,9 +628,36 @@ pub fn run(
         let _ = leaf.kill();
         f.usage = Some(leaf.usage());
     }
-    // Whatever the command wrote before it ended is still in the pipes.
-    for s in streams.iter_mut() {
-        while s.pump() {}
+    // Whatever the command wrote before it ended is still in the pipes; what the caller has not
+    // taken yet waits in the sinks. Passed on while the caller takes it, until the run's own
+    // deadline (the end of the grace period after a teardown); never longer than the kill
+    // grace without the caller taking a byte, nor past a signal.
+    let until = if f.killed { Instant::now() } else { deadline };
+    drain(&mut streams, &mut sinks, &sfd, until, o.kill_grace);
+    for k in sinks.iter_mut().flatten() {
+        if k.dropped > 0 {
+            f.output_dropped.push(k.name());
+        }
+    }
+    let lines: Vec<String> = sinks
+        .iter()
+        .flatten()
+        .filter(|k| k.dropped > 0)
+        .map(|k| {
+            format!(
+                "sandbox-run: output: the caller stopped reading {}; {} bytes of the command's output were dropped\n",
+                k.name(),
+                k.dropped
+            )
+        })
+        .collect();
+    if let Some(err) = &mut sinks[1] {
+        for l in &lines {
+            err.say(l);
+        }
+        err.flush();
+        // What is left cannot go now: point fd 2 at /dev/null rather than block on it.
+        err.give_up();
     }
     if plan.net == NetMode::Filtered || kept {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
@@ -577,6 +677,7 @@ pub fn run(
             Record::Exited(s) => f.status = Some(s),
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
+            Record::Full => f.disk_full = true,
             Record::Listener | Record::Handing | Record::Layer => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
@@ -609,6 +710,71 @@ pub fn run(
     f.err = err.tail.buf.into();
     f.duration = started.elapsed();
     Ok(f)
+}
+
+/// The end of a run's output: read the command's pipes to their end and pass on what the
+/// caller takes, until `until`, or `stall` without the caller taking anything, or a signal;
+/// then drop the rest (counted in each sink). The sandbox is gone: nothing here holds it.
+fn drain(
+    streams: &mut [Stream; 2],
+    sinks: &mut [Option<Sink>; 2],
+    sfd: &SignalFd,
+    until: Instant,
+    stall: Duration,
+) {
+    let mut moved_at = Instant::now();
+    loop {
+        for s in streams.iter_mut() {
+            while s.pump(sinks, false) {}
+        }
+        let pipes = streams.iter().any(|s| s.pipe.is_some());
+        let waiting = sinks.iter().flatten().any(|k| k.waiting().is_some());
+        if !pipes && !waiting {
+            return;
+        }
+        let end = until.min(moved_at + stall);
+        let wait = end.saturating_duration_since(Instant::now());
+        let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        for s in streams.iter() {
+            if s.wants(sinks, false) {
+                fds.push(PollFd::new(
+                    s.pipe.as_ref().unwrap().as_fd(),
+                    PollFlags::POLLIN,
+                ));
+            }
+        }
+        for k in sinks.iter().flatten() {
+            if let Some(fd) = k.waiting() {
+                fds.push(PollFd::new(fd, PollFlags::POLLOUT));
+            }
+        }
+        let timeout = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
+            .unwrap_or(PollTimeout::MAX);
+        let n = match nix::poll::poll(&mut fds, timeout) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => 0,
+            Ok(n) => n,
+        };
+        let signalled = fds[0].any().unwrap_or(false);
+        drop(fds);
+        if n == 0 || signalled {
+            // Time is up, or sandbox-run was told to stop: do not wait for the caller.
+            while let Ok(Some(_)) = sfd.read_signal() {}
+            sinks.iter_mut().flatten().for_each(Sink::give_up);
+            for s in streams.iter_mut() {
+                // The writers are gone (the sandbox ended): the pipes end; a process that
+                // escaped it could keep one open, so stop at what is there.
+                while s.pump(sinks, true) {}
+                s.pipe = None;
+            }
+            return;
+        }
+        for k in sinks.iter_mut().flatten() {
+            if k.flush() {
+                moved_at = Instant::now();
+            }
+        }
+    }
 }
 
 /// Move this thread onto another CPU it may use than the one it runs on; returns the mask to
@@ -651,6 +817,7 @@ fn channel_records(
     early: &mut Vec<Record>,
     proxy: &mut Option<crate::net::proxy::Proxy>,
     f: &mut Finished,
+    mut say: impl FnMut(String),
 ) -> bool {
     loop {
         match channel::recv(rec.as_raw_fd()) {
@@ -669,7 +836,7 @@ fn channel_records(
                 });
                 match started {
                     Ok(p) => *proxy = Some(p),
-                    Err(e) => eprintln!("sandbox-run: network: starting the proxy: {e}"),
+                    Err(e) => say(format!("sandbox-run: network: starting the proxy: {e}\n")),
                 }
                 if !kept {
                     return false;

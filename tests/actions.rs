@@ -3,9 +3,13 @@
 //! `$RUNNER_TEMP`, beside the file-command files (`GITHUB_OUTPUT`, `GITHUB_ENV`,
 //! `GITHUB_PATH`, `GITHUB_STEP_SUMMARY`); the `GITHUB_*`, `RUNNER_*` and `ACTIONS_*`
 //! variables are set as the runner sets them (tokens included); the shell line runs from the
-//! workspace. Then the test reads the file commands as the runner would.
+//! workspace. Then the test reads the file commands as the runner would, and applies them to
+//! later steps as the runner does (its parser, its `NODE_OPTIONS` block, `GITHUB_PATH` in
+//! front of PATH), sandboxed steps and unsandboxed ones (a `shell: bash` step, a node action).
 
 mod common;
+#[path = "support/schema.rs"]
+mod schema;
 
 use common::*;
 use std::os::unix::fs::PermissionsExt;
@@ -35,6 +39,9 @@ impl Runner {
         std::fs::write(workspace.join(".git/config"), GIT_CONFIG).unwrap();
         let temp = f.path("runner/_temp");
         std::fs::create_dir_all(temp.join("_runner_file_commands")).unwrap();
+        // the event that started the workflow, which later JavaScript actions trust
+        std::fs::create_dir_all(temp.join("_github_workflow")).unwrap();
+        std::fs::write(temp.join("_github_workflow/event.json"), EVENT).unwrap();
         let tools = f.path("runner/_tool");
         f.write(
             "runner/_tool/node/20.0.0/x64/tool.txt",
@@ -78,6 +85,21 @@ impl Runner {
         prepend: Option<&Path>,
         script: &str,
     ) -> Run {
+        let job = Job {
+            prepend: prepend.iter().map(|p| p.display().to_string()).collect(),
+            ..Job::default()
+        };
+        self.step_in(n, opts, shell, &job, script)
+    }
+
+    /// The event file (`GITHUB_EVENT_PATH`).
+    fn event(&self) -> PathBuf {
+        self.temp.join("_github_workflow/event.json")
+    }
+
+    /// A step as the runner runs it in `job`: the job's variables (the workflow's `env:`, what
+    /// earlier steps set through `GITHUB_ENV`) set, its `GITHUB_PATH` entries in front of PATH.
+    fn step_in(&self, n: u32, opts: &[&str], shell: &str, job: &Job, script: &str) -> Run {
         let id = format!("step-{n}-4b5e9c1a");
         let path = self.temp.join(format!("{id}.sh"));
         std::fs::write(&path, script).unwrap();
@@ -85,6 +107,7 @@ impl Runner {
             ("GITHUB_OUTPUT", format!("set_output_{id}")),
             ("GITHUB_ENV", format!("set_env_{id}")),
             ("GITHUB_PATH", format!("add_path_{id}")),
+            ("GITHUB_STATE", format!("save_state_{id}")),
             ("GITHUB_STEP_SUMMARY", format!("step_summary_{id}")),
         ];
         let mut c = Command::new(BIN);
@@ -107,14 +130,17 @@ impl Runner {
                 "sbx-e2e-secret-value-7f3a",
             )
             .env("ACTIONS_CACHE_URL", "https://cache.invalid/")
+            .env("ACTIONS_RUNTIME_URL", "https://runtime.invalid/")
+            .env("ACTIONS_RESULTS_URL", "https://results.invalid/")
+            .env("GITHUB_EVENT_PATH", self.event())
             .env("RUNNER_OS", "Linux")
             .env("RUNNER_TEMP", &self.temp)
             .env("RUNNER_TOOL_CACHE", &self.tools)
             .stdin(std::process::Stdio::null());
-        if let Some(dir) = prepend {
-            let path = std::env::var("PATH").unwrap_or_default();
-            c.env("PATH", format!("{}:{path}", dir.display()));
+        for (k, v) in &job.env {
+            c.env(k, v);
         }
+        c.env("PATH", job.path());
         for (k, file) in &files {
             let p = self.file_command(file);
             std::fs::write(&p, "").unwrap();
@@ -122,6 +148,173 @@ impl Runner {
         }
         run_command(c, LIMIT)
     }
+
+    /// After step `n`: the runner reads its file commands and applies them to `job`, as
+    /// actions/runner does (`FileCommandManager.cs`): `GITHUB_PATH` lines (`ReadAllLines`:
+    /// ending at `\r\n`, `\n` or `\r`; empty ones skipped) go in front of PATH, latest first;
+    /// `GITHUB_ENV` entries (`EnvFileKeyValuePairs`) become the job's variables, but
+    /// `NODE_OPTIONS`; outputs are kept. A malformed entry fails the step after the entries
+    /// before it were applied.
+    fn apply(&self, n: u32, job: &mut Job) {
+        let id = format!("step-{n}-4b5e9c1a");
+        let read = |prefix: &str| {
+            std::fs::read_to_string(self.file_command(&format!("{prefix}{id}"))).unwrap()
+        };
+        for line in read_all_lines(&read("add_path_")) {
+            if line.is_empty() {
+                continue;
+            }
+            job.prepend.retain(|x| *x != line);
+            job.prepend.push(line);
+        }
+        let (pairs, error) = runner_pairs(&read("set_env_"));
+        for (k, v) in pairs {
+            if k.eq_ignore_ascii_case("NODE_OPTIONS") {
+                continue;
+            }
+            job.env.retain(|(n, _)| *n != k);
+            job.env.push((k, v));
+        }
+        job.failed.extend(error);
+        for prefix in ["set_output_", "save_state_"] {
+            let (pairs, error) = runner_pairs(&read(prefix));
+            job.outputs.extend(pairs);
+            job.failed.extend(error);
+        }
+    }
+
+    /// A step the runner runs itself, unsandboxed, in `job`: `shell: bash` of a composite
+    /// action (`bash` looked up in the job's PATH, as the runner does), or a node action
+    /// (the runner's own node, by absolute path).
+    fn host_step(&self, job: &Job, program: &str, args: &[&str]) -> Run {
+        let mut c = Command::new(program);
+        c.args(args)
+            .current_dir(&self.workspace)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_WORKSPACE", &self.workspace)
+            .env("GITHUB_EVENT_PATH", self.event())
+            .env("RUNNER_TEMP", &self.temp)
+            .stdin(std::process::Stdio::null());
+        for (k, v) in &job.env {
+            c.env(k, v);
+        }
+        c.env("PATH", job.path());
+        run_command(c, LIMIT)
+    }
+}
+
+/// What the simulated runner keeps across the steps of a job.
+#[derive(Debug, Default)]
+struct Job {
+    /// Variables: the workflow's `env:`, then what steps set through `GITHUB_ENV`.
+    env: Vec<(String, String)>,
+    /// `GITHUB_PATH` entries, in the order added (the last one comes first in PATH).
+    prepend: Vec<String>,
+    /// Outputs and state the steps set.
+    outputs: Vec<(String, String)>,
+    /// Why steps failed in the runner (a malformed file command).
+    failed: Vec<String>,
+}
+
+impl Job {
+    /// PATH for a step: the `GITHUB_PATH` entries, latest first, then the runner's own.
+    fn path(&self) -> String {
+        let own = std::env::var("PATH").unwrap_or_default();
+        let mut parts: Vec<&str> = self.prepend.iter().rev().map(String::as_str).collect();
+        parts.push(&own);
+        parts.join(":")
+    }
+}
+
+/// The event file as the runner wrote it.
+const EVENT: &str = "{\"action\":\"opened\",\"number\":7}\n";
+
+/// .NET's `File.ReadAllLines`: lines end at `\r\n`, `\n` or `\r`; no line after a final end.
+fn read_all_lines(text: &str) -> Vec<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    let mut open = false;
+    while let Some(ch) = chars.next() {
+        open = true;
+        match ch {
+            '\r' | '\n' => {
+                if ch == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                lines.push(std::mem::take(&mut cur));
+                open = false;
+            }
+            _ => cur.push(ch),
+        }
+    }
+    if open {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// The runner's `EnvFileKeyValuePairs` on Linux, statement by statement: the pairs up to the
+/// first error, and the error.
+fn runner_pairs(text: &str) -> (Vec<(String, String)>, Option<String>) {
+    fn read_line<'a>(text: &'a str, index: &mut usize) -> (Option<&'a str>, Option<&'static str>) {
+        if *index >= text.len() {
+            return (None, None);
+        }
+        let original = *index;
+        match text[original..].find('\n') {
+            None => {
+                *index = text.len();
+                (Some(&text[original..]), None)
+            }
+            Some(lf) => {
+                *index = original + lf + 1;
+                (Some(&text[original..original + lf]), Some("\n"))
+            }
+        }
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut out = Vec::new();
+    let mut index = 0;
+    let (mut line, _) = read_line(text, &mut index);
+    while let Some(l) = line {
+        if !l.is_empty() {
+            let equals = l.find('=');
+            let heredoc = l.find("<<");
+            if equals.is_some() && (heredoc.is_none() || equals < heredoc) {
+                let (k, v) = l.split_once('=').unwrap();
+                out.push((k.to_string(), v.to_string()));
+            } else if heredoc.is_some() && (equals.is_none() || heredoc < equals) {
+                let (key, delimiter) = l.split_once("<<").unwrap();
+                if key.is_empty() || delimiter.is_empty() {
+                    return (out, Some(format!("Invalid format '{l}'")));
+                }
+                let start = index;
+                let mut end = index;
+                let (mut temp, mut newline) = read_line(text, &mut index);
+                while temp != Some(delimiter) {
+                    if temp.is_none() {
+                        return (
+                            out,
+                            Some(format!("Matching delimiter not found '{delimiter}'")),
+                        );
+                    }
+                    let Some(nl) = newline else {
+                        return (out, Some("EOF marker missing new line".into()));
+                    };
+                    end = index - nl.len();
+                    (temp, newline) = read_line(text, &mut index);
+                }
+                let value = if end > start { &text[start..end] } else { "" };
+                out.push((key.to_string(), value.to_string()));
+            } else {
+                return (out, Some(format!("Invalid format '{l}'")));
+            }
+        }
+        line = read_line(text, &mut index).0;
+    }
+    (out, None)
 }
 
 /// Is `GITHUB_PATH` passed by this build (the secret-looking test matches whole words)?
@@ -357,4 +550,313 @@ fn a_shell_planted_on_the_path_is_not_the_next_steps_shell_by_absolute_path() {
     assert!(!out.stdout.contains("PLANTED"), "{out}");
     let out = r.step_with(3, "bash", Some(&evil), "echo real shell\n");
     assert!(out.stdout.contains("PLANTED-SHELL-RAN"), "control: {out}");
+}
+
+/// The attack on the way back: a hostile step writes, through the file commands, what would
+/// run on the host in later unsandboxed steps (`BASH_ENV`, `LD_PRELOAD` of a library it
+/// compiled, `PATH`, the runner's own `GITHUB_EVENT_PATH`, a directory of `$RUNNER_TEMP`
+/// holding a `git`, a `bash` and a `node` in `GITHUB_PATH`, a multi-line value whose
+/// delimiter line ends it for the runner but not for a filter that trims, so that a second
+/// `NAME=` line follows), writes the runner's own files directly, and rewrites the event file.
+/// Then the runner applies the file commands as it does and runs a `shell: bash` step and a
+/// node action on the host: nothing of the attack runs. Control: a harmless variable, a PATH
+/// entry outside anything the step could write, an output and the multi-line value's real
+/// content reach the next steps, sandboxed or not, and so does the workflow's own `env:`.
+#[test]
+fn file_commands_carry_nothing_that_runs_on_the_host() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-way-back");
+    // a tool the runner's PATH may gain: outside everything the step could write
+    let tools = r._f.path("tools/bin");
+    std::fs::create_dir_all(&tools).unwrap();
+    let hello = tools.join("hello-tool");
+    std::fs::write(&hello, "#!/bin/sh\necho HELLO-TOOL-RAN\n").unwrap();
+    std::fs::set_permissions(&hello, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for d in [r._f.path("tools"), tools.clone()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut job = Job::default();
+    job.env.push(("NODE_ENV".into(), "production".into()));
+    job.env
+        .push(("TOOLS_BIN".into(), tools.to_string_lossy().into_owned()));
+    let attack = r####"
+echo "node_env=${NODE_ENV:-unset} runtime=${ACTIONS_RUNTIME_URL:-none} results=${ACTIONS_RESULTS_URL:-none}"
+evil="$RUNNER_TEMP/evil"
+mkdir -p "$evil/bin"
+for p in git bash node; do
+  printf '#!/bin/sh\necho PWNED-%s >&2\ntouch "$RUNNER_TEMP/pwned-%s"\n' "$p" "$p" > "$evil/bin/$p"
+  chmod +x "$evil/bin/$p"
+done
+printf 'echo PWNED-BASH-ENV >&2\ntouch "$RUNNER_TEMP/pwned-bash-env"\n' > "$evil/env.sh"
+cat > "$evil/p.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void pwn(void) {
+  const char *t = getenv("RUNNER_TEMP");
+  char p[4096];
+  if (t) { snprintf(p, sizeof p, "%s/pwned-preload", t); FILE *f = fopen(p, "w"); if (f) fclose(f); }
+  fputs("PWNED-PRELOAD\n", stderr);
+}
+C
+if cc -shared -fPIC -o "$evil/p.so" "$evil/p.c"; then echo "compiled"; fi
+{
+  echo "FOO=bar"
+  echo "BASH_ENV=$evil/env.sh"
+  echo "LD_PRELOAD=$evil/p.so"
+  echo "PATH=$evil/bin:/usr/bin:/bin"
+  echo "GITHUB_EVENT_PATH=$evil/event.json"
+  echo "NODE_OPTIONS=--require=$evil/r.js"
+  printf 'ML<<EOF \nx\nEOF \nBASH_ENV=%s\nML2<<EOF\nEOF\n' "$evil/env.sh"
+} >> "$GITHUB_ENV"
+echo "$evil/bin" >> "$GITHUB_PATH"
+echo "/usr/bin:$evil/bin" >> "$GITHUB_PATH"
+echo "$TOOLS_BIN" >> "$GITHUB_PATH"
+echo "result=ok" >> "$GITHUB_OUTPUT"
+echo "saved=1" >> "$GITHUB_STATE"
+echo "### way back" >> "$GITHUB_STEP_SUMMARY"
+# the runner's own files, and the event file
+for f in "$RUNNER_TEMP"/_runner_file_commands/*; do
+  if echo "BASH_ENV=$evil/env.sh" >> "$f"; then echo "WROTE $f"; fi
+done
+if echo '{"action":"pwned"}' > "$GITHUB_EVENT_PATH"; then echo "EVENT WRITTEN"; fi
+if rm -f "$GITHUB_EVENT_PATH"; then echo "EVENT REMOVED"; fi
+if mv "$RUNNER_TEMP/_github_workflow" "$evil/moved"; then echo "EVENT DIR MOVED"; fi
+if mkdir -p "$evil/w" && echo '{"action":"pwned"}' > "$evil/w/event.json" && rm -rf "$RUNNER_TEMP/_github_workflow" && mv "$evil/w" "$RUNNER_TEMP/_github_workflow"; then echo "EVENT DIR REPLACED"; fi
+true
+"####;
+    let report = r._f.path("report-1.json");
+    let opts = ["--report", report.to_str().unwrap()];
+    let out = r.step_in(1, &opts, "bash", &job, attack);
+    out.assert_code(0);
+    if !out.stdout.contains("compiled") {
+        skip_tool("cc could not build the LD_PRELOAD library inside: LD_PRELOAD names a bare path");
+    }
+    // the runner applies the file commands, as it does, and runs later steps on the host:
+    // nothing of the attack runs there
+    r.apply(1, &mut job);
+
+    // a composite action's `shell: bash` step, unsandboxed
+    let script = r._f.write(
+        "host-step.sh",
+        "echo \"foo=$FOO ml=$ML node_env=$NODE_ENV\"\nhello-tool\ngit --version >/dev/null\necho host-bash-done\n",
+    );
+    let bash = r.host_step(
+        &job,
+        "bash",
+        &[
+            "--noprofile",
+            "--norc",
+            "-eo",
+            "pipefail",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert!(!bash.all().contains("PWNED"), "{bash}");
+    assert!(!bash.all().contains("ld.so"), "{bash}");
+    // a node action (the runner's own node, by path) reading the event, running git by PATH
+    if let Some(node) = which("node") {
+        let js = "const fs = require('fs');\
+                  const ev = JSON.parse(fs.readFileSync(process.env.GITHUB_EVENT_PATH));\
+                  console.log('event ' + ev.action + ' foo ' + process.env.FOO);\
+                  require('child_process').execFileSync('git', ['--version'], { stdio: 'ignore' });\
+                  console.log('node-done');";
+        let node = r.host_step(&job, node.to_str().unwrap(), &["-e", js]);
+        assert!(!node.all().contains("PWNED"), "{node}");
+        assert!(!node.all().contains("ld.so"), "{node}");
+        node.assert_code(0);
+        assert!(
+            node.stdout.contains("event opened foo bar\nnode-done"),
+            "{node}"
+        );
+    } else {
+        skip_tool("node is not installed: the node action's half of the attack");
+    }
+    for mark in ["git", "bash", "node", "bash-env", "preload"] {
+        assert!(
+            !r.temp.join(format!("pwned-{mark}")).exists(),
+            "pwned-{mark} exists: the attack ran on the host"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(r.event()).unwrap(),
+        EVENT,
+        "the event file was rewritten"
+    );
+    // control: what is harmless reached the host steps
+    bash.assert_code(0);
+    assert!(
+        bash.stdout
+            .contains("foo=bar ml=x node_env=production\nHELLO-TOOL-RAN\nhost-bash-done"),
+        "{bash}"
+    );
+    assert!(job.failed.is_empty(), "{:?}", job.failed);
+    let var = |job: &Job, k: &str| job.env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(var(&job, "FOO").as_deref(), Some("bar"));
+    assert_eq!(var(&job, "ML").as_deref(), Some("x"));
+    for k in ["BASH_ENV", "LD_PRELOAD", "PATH", "GITHUB_EVENT_PATH"] {
+        assert_eq!(var(&job, k), None, "{k}: {job:?}");
+    }
+    assert_eq!(job.prepend, [tools.to_string_lossy().into_owned()]);
+    assert!(
+        job.outputs.contains(&("result".into(), "ok".into())),
+        "{job:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.file_command("step_summary_step-1-4b5e9c1a")).unwrap(),
+        "### way back\n"
+    );
+
+    // what the step saw and was refused
+    // the workflow's env: passes, the runner's service addresses do not
+    assert!(
+        out.stdout
+            .contains("node_env=production runtime=none results=none"),
+        "{out}"
+    );
+    for bad in [
+        "WROTE",
+        "EVENT WRITTEN",
+        "EVENT REMOVED",
+        "EVENT DIR MOVED",
+        "EVENT DIR REPLACED",
+    ] {
+        assert!(!out.stdout.contains(bad), "{bad}: {out}");
+    }
+    assert_eq!(std::fs::read_to_string(r.event()).unwrap(), EVENT);
+    // each refusal named on stderr
+    for line in [
+        "GITHUB_ENV: \"BASH_ENV\" not passed to the runner",
+        "GITHUB_ENV: \"LD_PRELOAD\" not passed to the runner",
+        "GITHUB_ENV: \"PATH\" not passed to the runner",
+        "GITHUB_ENV: \"GITHUB_EVENT_PATH\" not passed to the runner",
+        "GITHUB_PATH: ",
+    ] {
+        assert!(out.stderr.contains(line), "{line}: {out}");
+    }
+    // and in the report
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    schema::assert_valid_report(&rep);
+    let fc = &rep["results"][0]["file_commands"];
+    let refused: Vec<(String, String, String)> = fc["refused"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no file_commands in the report: {rep:#}"))
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap().to_string();
+            (s("file"), s("name"), s("reason"))
+        })
+        .collect();
+    let evil = r.temp.join("evil");
+    let has = |file: &str, name: &str, reason: &str| {
+        refused
+            .iter()
+            .any(|(f, n, why)| f == file && n == name && why == reason)
+    };
+    for (file, name, reason) in [
+        ("GITHUB_ENV", "BASH_ENV".to_string(), "loads_code"),
+        ("GITHUB_ENV", "LD_PRELOAD".into(), "loads_code"),
+        ("GITHUB_ENV", "NODE_OPTIONS".into(), "loads_code"),
+        ("GITHUB_ENV", "PATH".into(), "path"),
+        ("GITHUB_ENV", "GITHUB_EVENT_PATH".into(), "runner_name"),
+        (
+            "GITHUB_PATH",
+            evil.join("bin").display().to_string(),
+            "writable_dir",
+        ),
+        (
+            "GITHUB_PATH",
+            format!("/usr/bin:{}", evil.join("bin").display()),
+            "separator",
+        ),
+    ] {
+        assert!(has(file, &name, reason), "{file} {name} {reason}: {fc:#}");
+    }
+    // the smuggled line is refused as an entry of its own (the runner reads it as one)
+    let bash_env = refused
+        .iter()
+        .filter(|(f, n, _)| f == "GITHUB_ENV" && n == "BASH_ENV")
+        .count();
+    assert_eq!(bash_env, 2, "{fc:#}");
+    let dropped = &rep["sandbox"]["env_dropped"];
+    let why = |n: &str| {
+        dropped
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == n)
+            .map(|d| d["why"].as_str().unwrap().to_string())
+    };
+    assert_eq!(
+        why("ACTIONS_RUNTIME_URL").as_deref(),
+        Some("held_back"),
+        "{dropped}"
+    );
+    assert_eq!(
+        why("ACTIONS_RUNTIME_TOKEN").as_deref(),
+        Some("secret"),
+        "{dropped}"
+    );
+    assert_eq!(why("NODE_ENV"), None, "{dropped}");
+
+    // the next sandboxed step sees what passed: GITHUB_ENV's variable, the workflow's env:
+    let out = r.step_in(
+        2,
+        &[],
+        "/usr/bin/bash",
+        &job,
+        "echo \"foo=${FOO:-unset} ml=${ML:-unset} node_env=${NODE_ENV:-unset}\"\n",
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout.contains("foo=bar ml=x node_env=production"),
+        "{out}"
+    );
+}
+
+/// The private copies are the step's: it may replace them with a link to a host file the
+/// runner's user can read (whose lines would then become the next steps' variables), a FIFO
+/// (a read that never ends) or a directory. Each is refused, named on stderr, without being
+/// followed or blocking; the runner's files stay empty. Control: the one left a plain file
+/// passes.
+#[test]
+fn a_private_copy_replaced_by_a_link_or_a_fifo_is_refused() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-copies");
+    let secret =
+        r._f.write("host-secret.env", "STOLEN=sbx-e2e-secret-value-7f3a\n");
+    let job = Job {
+        env: vec![(
+            "HOST_ENV_FILE".into(),
+            secret.to_string_lossy().into_owned(),
+        )],
+        ..Job::default()
+    };
+    let script = r#"
+rm -f "$GITHUB_ENV" && ln -s "$HOST_ENV_FILE" "$GITHUB_ENV"
+rm -f "$GITHUB_OUTPUT" && mkfifo "$GITHUB_OUTPUT"
+rm -f "$GITHUB_STATE" && mkdir "$GITHUB_STATE"
+echo "/usr/bin" >> "$GITHUB_PATH"
+echo linked
+"#;
+    let out = r.step_in(1, &[], "bash", &job, script);
+    out.assert_code(0);
+    assert!(out.stdout.contains("linked"), "{out}");
+    for file in ["GITHUB_ENV", "GITHUB_OUTPUT", "GITHUB_STATE"] {
+        assert!(
+            out.stderr.contains(&format!(
+                "{file}: not passed to the runner: the file is not a regular file any more"
+            )),
+            "{file}: {out}"
+        );
+    }
+    let read = |name: &str| std::fs::read_to_string(r.file_command(name)).unwrap();
+    assert_eq!(read("set_env_step-1-4b5e9c1a"), "");
+    assert_eq!(read("set_output_step-1-4b5e9c1a"), "");
+    assert_eq!(read("save_state_step-1-4b5e9c1a"), "");
+    assert_eq!(read("add_path_step-1-4b5e9c1a"), "/usr/bin\n");
 }

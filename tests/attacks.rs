@@ -312,15 +312,21 @@ fn git_hooks_and_config_are_read_only_in_rw_mode() {
         read_to_string(&repo.join("src/lib.txt")).as_deref(),
         Some("source\nsandbox-run probe\n")
     );
-    // what git records work in stays writable: refs, and HEAD (copied back after the run)
+    // what git records work in stays writable: refs, and the files git replaces by rename
+    // (brought back through the way back after the run)
     run_probe(&p, &repo, &[], &["write", &s(git.join("refs/heads/x"))]).assert_ok();
     assert!(read_to_string(&git.join("refs/heads/x"))
         .unwrap()
         .contains("sandbox-run probe"));
-    run_probe(&p, &repo, &[], &["write", &s(git.join("HEAD"))]).assert_ok();
-    assert!(read_to_string(&git.join("HEAD"))
+    run_probe(&p, &repo, &[], &["write", &s(git.join("COMMIT_EDITMSG"))]).assert_ok();
+    assert!(read_to_string(&git.join("COMMIT_EDITMSG"))
         .unwrap()
         .contains("sandbox-run probe"));
+    // but a HEAD that names no ref git would write is written inside and refused on the way
+    // back (tests/way_back.rs attacks it further)
+    let head = read_to_string(&git.join("HEAD"));
+    run_probe(&p, &repo, &[], &["write", &s(git.join("HEAD"))]).assert_ok();
+    assert_eq!(read_to_string(&git.join("HEAD")), head);
     // everything else is read-only, by allow-list
     run_probe(&p, &repo, &[], &["write", &s(git.join("description"))]).assert_errno(&[libc::EROFS]);
 

@@ -101,9 +101,11 @@ const BIN_NEW: &[u8] = b"\x00\x02new";
 fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
     let repo = f.path(&format!("{name}/repo"));
     let upper = f.path(&format!("{name}/upper"));
-    for d in ["gonedir/deep", "sub"] {
+    for d in ["gonedir/deep", "sub", "d2f"] {
         std::fs::create_dir_all(repo.join(d)).unwrap();
     }
+    std::fs::write(repo.join("d2f/old"), "old\n").unwrap();
+    std::fs::write(repo.join("f2d"), "a file\n").unwrap();
     std::fs::write(repo.join("keep.txt"), "keep\n").unwrap();
     std::fs::write(repo.join("mod.txt"), "one\ntwo\nthree\n").unwrap();
     std::fs::write(repo.join("gone.txt"), "bye\n").unwrap();
@@ -113,9 +115,11 @@ fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
     std::fs::write(repo.join("run.sh"), "#!/bin/sh\n").unwrap();
     std::fs::set_permissions(repo.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    for d in ["newdir", "sub"] {
+    for d in ["newdir", "sub", "f2d"] {
         std::fs::create_dir_all(upper.join(d)).unwrap();
     }
+    std::fs::write(upper.join("d2f"), "now a file\n").unwrap();
+    std::fs::write(upper.join("f2d/inner"), "inner\n").unwrap();
     std::fs::write(upper.join("mod.txt"), "one\n2\nthree\n").unwrap();
     std::fs::write(upper.join("new.txt"), "hello\n").unwrap();
     std::fs::write(upper.join("newdir/x"), "x\n").unwrap();
@@ -132,6 +136,9 @@ fn scene(f: &Fixture, name: &str) -> (PathBuf, PathBuf, Changeset) {
         roots: vec![repo.clone()],
         entries: vec![
             entry("bin.dat", Kind::Modified, What::File, 0o644, 5),
+            entry("d2f", Kind::TypeChange, What::File, 0o644, 11),
+            entry("f2d", Kind::TypeChange, What::Dir, 0o755, 0),
+            entry("f2d/inner", Kind::Added, What::File, 0o644, 6),
             entry("gone.txt", Kind::Removed, What::File, 0, 0),
             entry("gonedir", Kind::Removed, What::Dir, 0, 0),
             entry("link", Kind::Added, What::Link, 0, 7),
@@ -165,9 +172,11 @@ fn keep(cs: &Changeset, upper: &Path) -> String {
 /// What the repo must hold once the scene's changes are applied.
 fn applied(f: &Fixture, name: &str) -> BTreeMap<PathBuf, String> {
     let want = f.path(&format!("{name}/want"));
-    for d in ["newdir", "sub"] {
+    for d in ["newdir", "sub", "f2d"] {
         std::fs::create_dir_all(want.join(d)).unwrap();
     }
+    std::fs::write(want.join("d2f"), "now a file\n").unwrap();
+    std::fs::write(want.join("f2d/inner"), "inner\n").unwrap();
     std::fs::write(want.join("keep.txt"), "keep\n").unwrap();
     std::fs::write(want.join("mod.txt"), "one\n2\nthree\n").unwrap();
     std::fs::write(want.join("new.txt"), "hello\n").unwrap();
@@ -192,6 +201,33 @@ fn list_show_diff_apply_drop() {
     let id = keep(&cs, &upper);
     assert!(id.starts_with('c') && id.len() == 9, "{id}");
 
+    // the kept layout: 0700 directories, a 0600 manifest, whiteouts as devices 0:0, the
+    // repo's modes on directories that did not change, the entries' modes on the rest
+    let stored = store::open(&id).unwrap();
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&stored.dir), 0o700);
+    assert_eq!(mode(stored.dir.parent().unwrap()), 0o700);
+    assert_eq!(mode(&stored.dir.join("manifest.json")), 0o600);
+    let tree = &stored.trees[0];
+    for w in ["gone.txt", "gonedir"] {
+        use std::os::unix::fs::FileTypeExt;
+        let m = std::fs::symlink_metadata(tree.join(w)).unwrap();
+        assert!(m.file_type().is_char_device() && m.rdev() == 0, "{w}");
+    }
+    std::fs::set_permissions(repo.join("sub"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    assert_eq!(
+        mode(&tree.join("sub")),
+        0o755,
+        "the repo's mode at the keep"
+    );
+    std::fs::set_permissions(repo.join("sub"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(mode(&tree.join("newdir/x")), 0o600);
+    assert_eq!(mode(&tree.join("run.sh")), 0o755);
+    assert!(
+        !tree.join("sub/evil").exists(),
+        "a refused entry is not kept"
+    );
+
     let r = changes(&["list"]);
     r.assert_code(0);
     let line = r
@@ -201,7 +237,7 @@ fn list_show_diff_apply_drop() {
         .unwrap_or_else(|| panic!("{r}"));
     assert!(line.contains(&repo.display().to_string()), "{line}");
     assert!(
-        line.contains(" ci ") && line.contains("10 accepted, 1 refused"),
+        line.contains(" ci ") && line.contains("13 accepted, 1 refused"),
         "{line}"
     );
 
@@ -210,13 +246,25 @@ fn list_show_diff_apply_drop() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["id"], id.as_str());
     assert_eq!(v["meta"]["command"], "make fmt");
-    assert_eq!(v["changeset"]["entries"].as_array().unwrap().len(), 11);
+    assert_eq!(v["changeset"]["entries"].as_array().unwrap().len(), 14);
     assert_eq!(
-        v["changeset"]["entries"][10]["refused"],
+        v["changeset"]["entries"][13]["refused"],
         "a FIFO, socket or device never reaches the host"
     );
-    assert_eq!(v["meta"]["base"][1]["held"]["state"], "present");
-    assert_eq!(v["meta"]["base"][3]["held"]["state"], "absent");
+    let base = |path: &str| {
+        let i = cs
+            .entries
+            .iter()
+            .position(|e| e.path == Path::new(path))
+            .unwrap();
+        let b = v["meta"]["base"].as_array().unwrap();
+        b.iter().find(|b| b["entry"] == i).unwrap()["held"].clone()
+    };
+    assert_eq!(base("gone.txt")["state"], "present");
+    assert_eq!(base("gone.txt")["what"], "file");
+    assert_eq!(base("new.txt")["state"], "absent");
+    assert!(base("gonedir")["digest"].is_string());
+    assert!(base("mod.txt")["digest"].is_null());
     let r = changes(&["show", &id]);
     r.assert_code(0);
     assert!(r.stdout.contains("refused: a FIFO"), "{r}");
@@ -225,6 +273,8 @@ fn list_show_diff_apply_drop() {
     r.assert_code(0);
     for part in [
         "diff --git a/bin.dat b/bin.dat\nBinary files a/bin.dat and b/bin.dat differ\n",
+        "diff --git a/d2f/old b/d2f/old\ndeleted file mode 100644\n--- a/d2f/old\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\ndiff --git a/d2f b/d2f\nnew file mode 100644\n",
+        "diff --git a/f2d b/f2d\ndeleted file mode 100644\n--- a/f2d\n+++ /dev/null\n@@ -1 +0,0 @@\n-a file\ndiff --git a/f2d/inner b/f2d/inner\nnew file mode 100644\n",
         "diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n",
         "diff --git a/gonedir/a b/gonedir/a\ndeleted file mode 100644\n",
         "diff --git a/gonedir/deep/b b/gonedir/deep/b\ndeleted file mode 100644\n",
@@ -304,6 +354,7 @@ fn unknown_or_malformed_ids_say_how_to_list() {
 #[test]
 fn root_applies_as_the_repos_owner() {
     if !is_root() {
+        skip("root", "only root can give a repo to another user");
         return;
     }
     let f = Fixture::new("changes-owner");
@@ -315,6 +366,15 @@ fn root_applies_as_the_repos_owner() {
         .unwrap();
     assert!(chown.success());
     let id = keep(&cs, &upper);
+    // kept in root's directory, but given to the repo's owner, who applies it
+    let tree = store::open(&id).unwrap().trees[0].clone();
+    for p in ["", "new.txt", "newdir", "gone.txt"] {
+        assert_eq!(
+            std::fs::symlink_metadata(tree.join(p)).unwrap().uid(),
+            65534,
+            "{p}"
+        );
+    }
     let r = changes(&["apply", &id]);
     r.assert_code(0);
     for p in ["new.txt", "newdir", "newdir/x", "sub/added", "mod.txt"] {
@@ -353,9 +413,9 @@ fn the_kept_tree_is_an_overlay_lower_layer() {
     std::fs::create_dir_all(&mnt).unwrap();
     let script = format!(
         "mount -t overlay overlay -o lowerdir={}:{} {} || exit 99; cd {} && \
-         for p in gone.txt gonedir new.txt newdir/x sub/added link keep.txt; do \
+         for p in gone.txt gonedir new.txt newdir/x sub/added link keep.txt d2f/old f2d/inner; do \
            if [ -e $p ] || [ -L $p ]; then echo \"$p yes\"; else echo \"$p no\"; fi; done; \
-         cat mod.txt; stat -c %a run.sh",
+         cat mod.txt d2f; stat -c %a run.sh",
         tree.display(),
         repo.display(),
         mnt.display(),
@@ -374,8 +434,146 @@ fn the_kept_tree_is_an_overlay_lower_layer() {
     r.assert_code(0);
     assert_eq!(
         r.stdout,
-        "gone.txt no\ngonedir no\nnew.txt yes\nnewdir/x yes\nsub/added yes\nlink yes\nkeep.txt yes\none\n2\nthree\n755\n",
+        "gone.txt no\ngonedir no\nnew.txt yes\nnewdir/x yes\nsub/added yes\nlink yes\nkeep.txt yes\nd2f/old no\nf2d/inner yes\none\n2\nthree\nnow a file\n755\n",
         "{r}"
     );
+    changes(&["drop", &id]).assert_code(0);
+}
+
+/// A name the command chose cannot rewrite the reviewer's terminal: controls are escaped in
+/// every listing and in errors.
+#[test]
+fn names_are_shown_not_obeyed() {
+    let f = Fixture::new("changes-names");
+    let repo = f.path("g/repo");
+    let upper = f.path("g/upper");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&upper).unwrap();
+    let evil = "a\x1b[2J\u{202e}txt.exe";
+    std::fs::write(upper.join(evil), "x\n").unwrap();
+    let cs = Changeset {
+        roots: vec![repo.clone()],
+        entries: vec![entry(evil, Kind::Added, What::File, 0o644, 2)],
+    };
+    let id = keep(&cs, &upper);
+    for args in [vec!["show", &id], vec!["diff", &id]] {
+        let r = changes(&args);
+        r.assert_code(0);
+        assert!(
+            !r.stdout.contains('\x1b') && !r.stdout.contains('\u{202e}'),
+            "{r}"
+        );
+        assert!(r.stdout.contains("a\\u{1b}[2J\\u{202e}txt.exe"), "{r}");
+    }
+    // the same name in the repo now: the apply refuses, and says so without the controls
+    std::fs::write(repo.join(evil), "mine\n").unwrap();
+    let r = changes(&["apply", &id]);
+    r.assert_code(125);
+    assert!(
+        !r.stderr.contains('\x1b') && r.stderr.contains("\\u{1b}"),
+        "{r}"
+    );
+    changes(&["drop", &id]).assert_code(0);
+}
+
+/// The diff of modified text files is the one git prints (without its `index` line): several
+/// hunks, lines added and removed, a last line without a newline.
+#[test]
+fn the_diff_is_the_one_git_prints() {
+    let f = Fixture::new("changes-gitdiff");
+    let repo = f.path("h/repo");
+    let upper = f.path("h/upper");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&upper).unwrap();
+    let old: String = (1..=40).map(|i| format!("{i}\n")).collect();
+    let mut new = String::new();
+    for i in 1..=40 {
+        match i {
+            5 => new.push_str("five\n"),
+            12 => {}
+            30 => new.push_str("thirty\nextra\n"),
+            _ => new.push_str(&format!("{i}\n")),
+        }
+    }
+    new.push_str("tail");
+    std::fs::write(repo.join("f.txt"), &old).unwrap();
+    std::fs::write(upper.join("f.txt"), &new).unwrap();
+    std::fs::write(repo.join("g.txt"), "a\nb\n").unwrap();
+    std::fs::write(upper.join("g.txt"), "a\nb").unwrap();
+    let modified = |p: &str| entry(p, Kind::Modified, What::File, 0o644, 1);
+    let cs = Changeset {
+        roots: vec![repo.clone()],
+        entries: vec![modified("f.txt"), modified("g.txt")],
+    };
+    let id = keep(&cs, &upper);
+    let ours = changes(&["diff", &id]);
+    ours.assert_code(0);
+    let mut want = String::new();
+    for n in ["f.txt", "g.txt"] {
+        let mut c = Command::new("git");
+        c.args(["diff", "--no-index", "--no-color", "--no-ext-diff"])
+            .arg(repo.join(n))
+            .arg(upper.join(n))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &f.dir);
+        let Ok(o) = c.output() else {
+            skip_tool("git is not in PATH");
+            return;
+        };
+        let text = String::from_utf8_lossy(&o.stdout)
+            .replace(&format!("a{}", repo.display()), "a")
+            .replace(&format!("b{}", upper.display()), "b");
+        for l in text.lines().filter(|l| !l.starts_with("index ")) {
+            want.push_str(l);
+            want.push('\n');
+        }
+    }
+    assert_eq!(ours.stdout, want);
+    changes(&["drop", &id]).assert_code(0);
+}
+
+/// One apply or drop at a time; a kept changeset whose manifest broke is listed as such and
+/// can still be dropped.
+#[test]
+fn a_changeset_in_use_is_left_alone_and_a_broken_one_can_go() {
+    let f = Fixture::new("changes-lock");
+    let (repo, upper, cs) = scene(&f, "i");
+    let id = keep(&cs, &upper);
+    let stored = store::open(&id).unwrap();
+    let held = stored.lock().unwrap();
+    let before = snapshot(&repo);
+    for cmd in ["apply", "drop"] {
+        let r = changes(&[cmd, &id]);
+        r.assert_code(125);
+        assert!(r.stderr.contains("another sandbox-run"), "{r}");
+    }
+    assert_eq!(snapshot(&repo), before);
+    drop(held);
+    std::fs::write(stored.dir.join("manifest.json"), "{ broken").unwrap();
+    let r = changes(&["list"]);
+    r.assert_code(0);
+    assert!(r.stdout.contains(&format!("{id}  (unreadable")), "{r}");
+    changes(&["show", &id]).assert_code(125);
+    changes(&["drop", &id]).assert_code(0);
+    assert!(!stored.dir.exists());
+}
+
+/// After the keep, a directory on the way of an entry is replaced by a link to somewhere
+/// outside: the apply refuses, and nothing is written there (nor anywhere in the repo).
+#[test]
+fn a_directory_turned_link_after_the_keep_is_not_followed() {
+    let f = Fixture::new("changes-link");
+    let (repo, upper, cs) = scene(&f, "j");
+    let id = keep(&cs, &upper);
+    let outside = f.path("j/outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::rename(repo.join("sub"), f.path("j/sub-moved")).unwrap();
+    symlink(&outside, repo.join("sub")).unwrap();
+    let before = snapshot(&repo);
+    let r = changes(&["apply", &id]);
+    r.assert_code(125);
+    assert!(r.stderr.contains("sub/added (now unreachable)"), "{r}");
+    assert_eq!(snapshot(&repo), before);
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
     changes(&["drop", &id]).assert_code(0);
 }

@@ -10,6 +10,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// A git config text whose fsmonitor touches `marker`.
@@ -273,7 +274,13 @@ fn no_git_dir_can_appear_where_none_existed() {
         "git init -q . 2>/dev/null && echo RESULT init WRITTEN\nmkdir -p .git/hooks 2>/dev/null && echo RESULT mkdir WRITTEN\necho x > new.txt && echo RESULT control ok\n",
     );
     assert!(r.stdout.contains("RESULT control ok"), "{r}");
-    assert!(!r.stdout.contains("WRITTEN"), "{r}");
+    if disk_cap_works() {
+        // Behind the repo's layer the .git is made inside and refused on the way back.
+        assert!(r.stderr.contains("refused .git (a new .git)"), "{r}");
+    } else {
+        // The repo bound as it is: the read-only placeholder keeps it from being made.
+        assert!(!r.stdout.contains("WRITTEN"), "{r}");
+    }
     assert!(
         repo.join(".git").symlink_metadata().is_err(),
         "a .git is left in the repo"
@@ -446,4 +453,151 @@ fn repo_links_and_special_files_steer_no_mount_and_block_nothing() {
         assert!(r.stderr.contains(".git"), "{r}");
     }
     let _ = secret;
+}
+
+/// The uid and gid of the local user `name` (from /etc/passwd), if there is one.
+fn local_user(name: &str) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+/// Another local user, who may only read the repo, cannot hold the placeholder `.git`: it is
+/// 0700 and owned by the user the command runs as, so it cannot be opened, and a lock needs
+/// an open file. Found: such a user held a shared lock on it during a run, so the run could
+/// not remove it (it stayed in the repo), then an exclusive one, so every later run waited
+/// 5 s and was refused. Here, as root on a repo of `sbxtest`'s, `nobody` keeps trying to
+/// lock it (shared and exclusive) while run A waits inside and until run B has ended: A's
+/// placeholder is `sbxtest`'s and 0700, none is left after A, B runs at once (exit 0), and
+/// `nobody` never held it. Rootless: the mode and owner only (playing another user needs
+/// root).
+#[test]
+fn another_user_cannot_hold_the_git_placeholder() {
+    use std::os::unix::fs::MetadataExt;
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("git-none-foreign-lock");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::extends("ci").disk("off"));
+    std::fs::write(
+        repo.join("a.sh"),
+        "for i in $(seq 1200); do [ -e go ] && break; sleep 0.05; done\necho RESULT a ok\n",
+    )
+    .unwrap();
+    // SAFETY: geteuid/getegid take no arguments and cannot fail.
+    let mut owner = unsafe { (libc::geteuid(), libc::getegid()) };
+    let attacker = if is_root() {
+        match (local_user("sbxtest"), local_user("nobody")) {
+            (Some(o), Some(n)) => {
+                let (uid, gid) = o;
+                for e in [repo.clone(), repo.join("src"), repo.join("a.sh")] {
+                    std::os::unix::fs::lchown(&e, Some(uid), Some(gid)).unwrap();
+                }
+                std::os::unix::fs::lchown(repo.join("inside.txt"), Some(uid), Some(gid)).unwrap();
+                std::os::unix::fs::lchown(repo.join("src/lib.txt"), Some(uid), Some(gid)).unwrap();
+                owner = o;
+                Some(n)
+            }
+            _ => {
+                skip(
+                    "sbxtest",
+                    "no users sbxtest and nobody to play the repo owner and another user",
+                );
+                None
+            }
+        }
+    } else {
+        eprintln!(
+            "another_user_cannot_hold_the_git_placeholder: rootless, only the placeholder's mode and owner are checked (playing another user needs root)"
+        );
+        None
+    };
+    let a = sandbox_command(&p, &repo, &[], &["bash", "a.sh"]);
+    let a = std::thread::spawn(move || run_command(a, slack_secs(120)));
+    let dot_git = repo.join(".git");
+    let deadline = std::time::Instant::now() + slack_secs(30);
+    while dot_git.symlink_metadata().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline && !a.is_finished(),
+            "run A made no placeholder .git"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let m = dot_git.symlink_metadata().unwrap();
+    let private = (m.mode() & 0o7777, m.uid(), m.gid());
+    // The other user, until told to stop: lock it shared, then exclusively, whenever it can.
+    let stop = f.path("stop");
+    let attack = attacker.map(|_| {
+        let script = format!(
+            "while [ ! -e {stop} ]; do
+               flock -n -s {g} -c 'echo HELD shared; sleep 2' 2>>{log}
+               flock -n -x {g} -c 'echo HELD exclusive; sleep 8' 2>>{log}
+               sleep 0.01
+             done",
+            stop = stop.display(),
+            g = dot_git.display(),
+            log = "/dev/null",
+        );
+        let mut c = Command::new("runuser");
+        c.args(["-u", "nobody", "--", "bash", "-c", &script]);
+        std::thread::spawn(move || run_command(c, slack_secs(120)))
+    });
+    // and one try whose error shows
+    let tried = attacker.map(|_| {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "nobody", "--", "flock", "-n", "-s"])
+            .arg(&dot_git)
+            .args(["-c", "echo HELD"]);
+        run_command(c, slack_secs(30))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(repo.join("go"), "").unwrap();
+    let a = a.join().unwrap();
+    let check_private = || {
+        assert_eq!(
+            private,
+            (0o700, owner.0, owner.1),
+            "the placeholder is not private to the user the command runs as"
+        )
+    };
+    assert!(a.stdout.contains("RESULT a ok"), "{a}");
+    if attacker.is_none() {
+        check_private();
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let left = dot_git.symlink_metadata().is_ok();
+    let t0 = std::time::Instant::now();
+    let b = run_command(
+        sandbox_command(&p, &repo, &[], &["bash", "-c", "echo b > b.txt"]),
+        slack_secs(60),
+    );
+    let took = t0.elapsed();
+    std::fs::write(&stop, "").unwrap();
+    let attack = attack.unwrap().join().unwrap();
+    let tried = tried.unwrap();
+    assert!(!tried.stdout.contains("HELD"), "{tried}");
+    assert!(tried.stderr.contains("Permission denied"), "{tried}");
+    assert!(
+        !attack.stdout.contains("HELD"),
+        "the other user held the placeholder: {attack}"
+    );
+    assert!(
+        !left,
+        "the placeholder .git was left in the repo after run A"
+    );
+    b.assert_code(0);
+    assert!(
+        took < Duration::from_secs(4),
+        "run B waited for the placeholder: {took:?}: {b}"
+    );
+    assert!(repo.join("b.txt").exists());
+    assert!(
+        dot_git.symlink_metadata().is_err(),
+        "a .git is left in the repo"
+    );
+    check_private();
 }

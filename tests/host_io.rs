@@ -227,7 +227,7 @@ fn a_report_path_is_left_alone_by_the_copy_back() {
         let r = run_probe(&p, &repo, &["--report", s(&report)], attack);
         r.assert_ok();
         assert!(
-            r.run.stderr.contains("(the report's path)"),
+            r.run.stderr.contains("the report's path)"),
             "the refusal is named:\n{r}"
         );
         assert!(repo.join("out").is_dir() && !repo.join("out").is_symlink());

@@ -280,9 +280,15 @@ fn the_repo_owner_cannot_ptrace_a_root_run_nor_reach_its_terminal_or_fds() {
     for (name, pid) in [("stage 2", stage2), ("pid 1", pid1)] {
         let tty_nr = stat_field(pid, 7);
         let held = fds(pid);
+        // Stage 2 keeps one directory: the run's own layer (a tmpfs of the sandbox's, detached
+        // from every tree, so its link reads "/"), which it watches and hands over; never a
+        // directory of the host's.
+        let own_layer = |n: i32, t: &str| {
+            name == "stage 2" && t == "/" && is_private_tmpfs(&format!("/proc/{pid}/fd/{n}"))
+        };
         let extra: Vec<&(i32, String)> = held
             .iter()
-            .filter(|(n, t)| *n > 2 && !t.starts_with("pipe:"))
+            .filter(|(n, t)| *n > 2 && !t.starts_with("pipe:") && !own_layer(*n, t))
             .collect();
         let leaked: Vec<&(i32, String)> = held.iter().filter(|(n, _)| *n >= 20).collect();
         let fd_read = readlink_as(OWNER, Path::new(&format!("/proc/{pid}/fd/1")));
@@ -536,4 +542,17 @@ fn a_hostile_run_leaves_the_host_user_inotify_instances_and_queued_signals() {
             "{attack}: inside {inside}, unconfined at most {control_count}"
         );
     }
+}
+
+/// Is `path` (followed) the root of a tmpfs other than any the host has mounted at `/`?
+fn is_private_tmpfs(path: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(m), Ok(root)) = (std::fs::metadata(path), std::fs::metadata("/")) else {
+        return false;
+    };
+    let c = std::ffi::CString::new(path).unwrap();
+    // SAFETY: statfs into a zeroed struct, with a NUL-terminated path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+    ok && st.f_type == libc::TMPFS_MAGIC && m.dev() != root.dev()
 }

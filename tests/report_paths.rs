@@ -357,3 +357,269 @@ fn with_the_repo_unknown_no_link_is_followed_to_the_report() {
     let o = args(&plain);
     assert_failure_report(&o, &plain, "no-such-repo");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The report outside the repo is created fresh by its caller, never written into a file or
+// through a link or directory someone else controls. Found: root's `--report /tmp/x/r.json`
+// went into a file another user had made beforehand (0666), which that user rewrote to
+// `"ok"` after the run, and a consumer trusted it; and through another user's directory link
+// on the way.
+
+/// The uid and gid of the local user `name` (from /etc/passwd), if there is one.
+fn local_user(name: &str) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+/// `sh -c script` as the user `name`; its exit code.
+fn as_user(name: &str, script: &str) -> Option<i32> {
+    Command::new("runuser")
+        .args(["-u", name, "--", "sh", "-c", script])
+        .status()
+        .unwrap()
+        .code()
+}
+
+fn mode(p: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mode() & 0o7777, m.uid())
+}
+
+fn chmod(p: &Path, m: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+}
+
+/// A run of the probe with `--report report`; the report as JSON when it was written.
+fn run_with_report(base: &Path, report: &Path) -> (Output, Option<serde_json::Value>) {
+    let o = sandbox(
+        &[
+            "--profile",
+            s(&base.join("p.toml")),
+            "--repo",
+            s(&base.join("repo")),
+            "--report",
+            s(report),
+            "--",
+            s(&probe()),
+            "whoami",
+        ],
+        base,
+    );
+    let v = std::fs::read_to_string(report)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    (o, v)
+}
+
+/// Root, another user playing the attacker (`sbxtest`): a report file that user made
+/// beforehand in a sticky shared directory (as in /tmp) is replaced by a fresh one of root's,
+/// 0644, which that user can neither rewrite nor remove afterwards; a directory of that user's
+/// on the way, or a link of theirs, is refused with one line naming it (exit 125), and nothing
+/// is written there or where the link leads. The same for the report of a run that fails
+/// before the repo is known.
+#[test]
+fn another_users_file_or_link_never_carries_the_report() {
+    if !support::sandbox_works() {
+        return;
+    }
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skip another_users_file_or_link_never_carries_the_report: needs root to play another user");
+        return;
+    }
+    let Some((uid, gid)) = local_user("sbxtest") else {
+        eprintln!("skip another_users_file_or_link_never_carries_the_report: no user sbxtest");
+        return;
+    };
+    let base = fixture("foreign");
+    chmod(&base, 0o755);
+    let shared = base.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    chmod(&shared, 0o1777);
+    let chown = |p: &Path| std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+
+    // 1. the other user's file, made beforehand, 0666
+    let report = shared.join("r.json");
+    let r = s(&report);
+    assert_eq!(
+        as_user("sbxtest", &format!("umask 0; echo planted > {r}")),
+        Some(0)
+    );
+    let (o, v) = run_with_report(&base, &report);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(v.expect("a valid report")["ok"], true);
+    assert_eq!(mode(&report), (0o644, 0), "not a fresh file of root's");
+    // the other user, after the run, rewrites it for the consumer, or swaps it
+    assert_ne!(
+        as_user("sbxtest", &format!("printf '\"ok\"' > {r}")),
+        Some(0)
+    );
+    assert_ne!(
+        as_user(
+            "sbxtest",
+            &format!("mv -f {r} {r}.x 2>/dev/null || rm -f {r}; test ! -e {r}")
+        ),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["commands"][0], format!("{} whoami", probe().display()));
+
+    // 1a. the other way round: the other user's report onto root's file there is refused
+    // (not root, they may not replace it in a sticky directory), and the file stays root's
+    let o = Command::new("runuser")
+        .args(["-u", "sbxtest", "--", BIN, "--profile"])
+        .arg(base.join("p.toml"))
+        .arg("--repo")
+        .arg(base.join("repo"))
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "x"])
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("an existing file of uid 0 that may not be replaced here"),
+        "{err}"
+    );
+    assert_eq!(mode(&report), (0o644, 0));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), text);
+
+    // 1b. the same before the repo is known (a failure's report)
+    std::fs::remove_file(&report).unwrap();
+    assert_eq!(
+        as_user("sbxtest", &format!("umask 0; echo planted > {r}")),
+        Some(0)
+    );
+    let o = sandbox(
+        &[
+            "--profile",
+            "no-such-profile-xyz",
+            "--report",
+            r,
+            "--repo",
+            s(&base.join("repo")),
+            "--",
+            "x",
+        ],
+        &base,
+    );
+    assert_failure_report(&o, &report, "no-such-profile-xyz");
+    assert_eq!(mode(&report), (0o644, 0), "not a fresh file of root's");
+
+    // 2. a directory of the other user's on the way
+    let theirs = base.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    chown(&theirs);
+    let into = theirs.join("r.json");
+    let (o, _) = run_with_report(&base, &into);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{} is a directory of uid {uid}", theirs.display())),
+        "{err}"
+    );
+    assert!(!into.exists());
+
+    // 3. a link of the other user's on the way (made in the shared directory)
+    let elsewhere = base.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let link = shared.join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    chown(&link);
+    let (o, _) = run_with_report(&base, &link.join("r.json"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("{} is a symlink of uid {uid}", link.display())),
+        "{err}"
+    );
+    assert!(!elsewhere.join("r.json").exists());
+    // control: the same link of root's is followed
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    let (o, v) = run_with_report(&base, &link.join("r.json"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(v.is_some() && elsewhere.join("r.json").is_file());
+}
+
+/// Root and rootless: a directory other users may write to, without the sticky bit, is
+/// refused (naming it); an existing file of the caller's own that others may write, or that
+/// has another hard link, is replaced by a fresh one (the other name keeps its content); a
+/// plain report is made without group or other write.
+#[test]
+fn the_report_is_a_fresh_file_in_a_directory_the_caller_controls() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = fixture("fresh");
+    chmod(&base, 0o755);
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+
+    // a directory everyone may write to, no sticky bit
+    let open = base.join("open");
+    std::fs::create_dir(&open).unwrap();
+    chmod(&open, 0o777);
+    let (o, _) = run_with_report(&base, &open.join("r.json"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} is a directory other users may write to",
+            open.display()
+        )),
+        "{err}"
+    );
+    assert!(!open.join("r.json").exists());
+    // control: with the sticky bit, as /tmp
+    chmod(&open, 0o1777);
+    let (o, v) = run_with_report(&base, &open.join("r.json"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(v.is_some());
+    assert_eq!(mode(&open.join("r.json")).1, me);
+    assert_eq!(mode(&open.join("r.json")).0 & 0o022, 0);
+
+    // the caller's own file, 0666 and with a second name
+    let mine = base.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let report = mine.join("r.json");
+    std::fs::write(&report, "old\n").unwrap();
+    chmod(&report, 0o666);
+    std::fs::hard_link(&report, mine.join("other")).unwrap();
+    let (o, v) = run_with_report(&base, &report);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(v.is_some());
+    assert_eq!(
+        std::fs::read_to_string(mine.join("other")).unwrap(),
+        "old\n"
+    );
+    let (m, owner) = mode(&report);
+    assert_eq!((m & 0o022, owner), (0, me));
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&report).unwrap().nlink(), 1);
+}

@@ -459,3 +459,135 @@ fn an_edit_is_kept_reviewed_tested_and_applied() {
     changes(&f, &["drop", &id]).assert_code(0);
     assert!(!changes(&f, &["list"]).stdout.contains(&id));
 }
+
+/// `limits_hit` says `disk` whenever the repo's layer was full during the run: a command that
+/// fills it, meets ENOSPC, and frees the space before it ends (an unlinked file it held open)
+/// used to leave it empty, under a read-write profile and under `validate` alike. Control: a
+/// run that stays under the cap hits no limit.
+#[test]
+fn a_layer_filled_and_freed_before_the_end_is_still_reported() {
+    if !sandbox_works() || !disk_cap_works() {
+        return;
+    }
+    if which("node").is_none() {
+        skip_tool("node is not installed");
+        return;
+    }
+    let f = Fixture::new("wayback-full-freed");
+    let repo = f.repo("repo");
+    // Fill the layer through an fd, unlink the file, hold it a while, then let it go.
+    std::fs::write(
+        repo.join("fill.js"),
+        r#"const fs = require('fs');
+const mb = Number(process.argv[2]);
+const fd = fs.openSync('big', 'w');
+const chunk = Buffer.alloc(1 << 20, 1);
+let written = 0, enospc = false;
+for (let i = 0; i < mb; i++) {
+  try { fs.writeSync(fd, chunk); written++; } catch (e) { if (e.code === 'ENOSPC') { enospc = true; break; } throw e; }
+}
+fs.unlinkSync('big');
+setTimeout(() => { fs.closeSync(fd); console.log(`RESULT written=${written} enospc=${enospc}`); }, 400);
+"#,
+    )
+    .unwrap();
+    for base in ["ci", "validate"] {
+        let p = f.profile(&Spec::extends(base).disk("32M").programs(&["node"]));
+        let limits = |mb: &str| {
+            let rep = f.path(&format!("report-{base}-{mb}.json"));
+            let mut c = sandbox_command(
+                &p,
+                &repo,
+                &["--report", rep.to_str().unwrap()],
+                &["node", "fill.js", mb],
+            );
+            c.env("XDG_STATE_HOME", f.path("state"));
+            let r = run_command(c, slack_secs(60));
+            r.assert_code(0);
+            let v = report(&rep);
+            let hit: Vec<String> = v["results"][0]["limits_hit"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap().to_string())
+                .collect();
+            (r, hit)
+        };
+        let (r, hit) = limits("64");
+        assert!(
+            r.stdout.contains("enospc=true"),
+            "{base}: the layer did not fill:\n{r}"
+        );
+        assert_eq!(hit, vec!["disk".to_string()], "{base}:\n{r}");
+        assert!(r.stderr.contains("filled the repo's layer"), "{base}:\n{r}");
+        // control
+        let (r, hit) = limits("4");
+        assert!(r.stdout.contains("enospc=false"), "{base}:\n{r}");
+        assert!(hit.is_empty(), "{base}: {hit:?}\n{r}");
+    }
+    assert!(!repo.join("big").exists());
+}
+
+/// The cap bounds what lands on the host, not only the blocks the layer used: a sparse file
+/// takes almost nothing in the layer but would be written whole on the host. It is refused;
+/// a small file beside it lands.
+#[test]
+fn a_sparse_file_past_the_cap_does_not_land() {
+    if !sandbox_works() || !disk_cap_works() {
+        return;
+    }
+    let f = Fixture::new("wayback-sparse");
+    let repo = f.repo("repo");
+    let (r, v) = run_with_report(
+        &f,
+        &repo,
+        "truncate -s 8G sparse.img && echo ok > small.txt && echo RESULT made\n",
+        &[],
+    );
+    r.assert_code(0);
+    assert!(r.stdout.contains("RESULT made"), "{r}");
+    assert!(refused(&v, "sparse.img").contains("disk cap"), "{v:#}");
+    assert!(
+        !repo.join("sparse.img").exists(),
+        "8 GiB landed on the host"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("small.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
+/// Where the repo is bound as it is (`disk = "off"`, or a kernel without the layer), git's
+/// files at the top of a view still come back only as git writes them: a HEAD that names no
+/// valid ref is refused. Control: a valid branch switch lands.
+#[test]
+fn without_the_layer_head_still_comes_back_only_as_git_writes_it() {
+    if !sandbox_works() || !have_git() {
+        return;
+    }
+    let f = Fixture::new("wayback-nolayer-head");
+    let repo = real_repo(&f, "repo");
+    let head = std::fs::read_to_string(repo.join(".git/HEAD")).unwrap();
+    let p = f.profile(&Spec::extends("ci").disk("off"));
+    let r = inside(
+        &p,
+        &repo,
+        "printf 'ref: refs/heads/../../config\\n' > .git/HEAD\n",
+    );
+    r.assert_code(0);
+    assert!(
+        r.stderr.contains("refused") && r.stderr.contains("HEAD"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/HEAD")).unwrap(),
+        head
+    );
+    let script = format!("{GIT} checkout -q -b topic && echo RESULT switched\n");
+    let r = inside(&p, &repo, &script);
+    assert!(r.stdout.contains("RESULT switched"), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/HEAD")).unwrap(),
+        "ref: refs/heads/topic\n"
+    );
+}

@@ -1,8 +1,8 @@
 //! Apply the accepted entries of a [`Changeset`] to the real roots, all or nothing.
 //!
 //! 1. **Prepare**: everything new is made beside its destination under a temporary name
-//!    (`.<name>.sbx-new-<random>`): files copied and fsync'd, links made, a new directory
-//!    built whole (every entry inside it) and given its modes last. A directory whose mode
+//!    (`.<name>.sbx-new-<random>`): files copied, links made, a new directory built whole
+//!    (every entry inside it) and given its modes last; then one flush of each filesystem. A directory whose mode
 //!    changes and which lacks owner write/search permission is given them for the time of the
 //!    apply. Nothing visible under its own name has changed yet.
 //! 2. **Swap**: each entry in walk order: a new name is renamed in (`RENAME_NOREPLACE`: what
@@ -71,12 +71,14 @@ pub fn apply_moving(cs: &Changeset, sources: &[Tree], targets: &[Tree]) -> Outco
 }
 
 /// Failure injection for the tests: the step (0-based) of each phase that fails as if the
-/// kernel had said EIO.
+/// kernel had said EIO; a filesystem without the rename flags.
 #[derive(Default)]
 struct Faults {
     prepare: Option<usize>,
     swap: Option<usize>,
     undo: Option<usize>,
+    /// The filesystem has neither `RENAME_EXCHANGE` nor `RENAME_NOREPLACE`.
+    old_fs: bool,
 }
 
 fn injected(at: Option<usize>, n: usize) -> io::Result<()> {
@@ -182,7 +184,8 @@ struct Ctx<'a> {
     moving: Vec<bool>,
     written: u64,
     removed: u64,
-    steps: usize,
+    /// Steps of the current phase so far (for [`Faults`]).
+    steps: std::cell::Cell<usize>,
 }
 
 impl<'a> Ctx<'a> {
@@ -296,9 +299,28 @@ impl<'a> Ctx<'a> {
         Err(self.fail("checking", e.root, &e.path, why))
     }
 
-    fn step(&mut self, at: Option<usize>) -> io::Result<()> {
-        let n = self.steps;
-        self.steps += 1;
+    /// `renameat2` in one directory. Where the filesystem lacks `RENAME_NOREPLACE` (EINVAL),
+    /// a check that nothing is there, then a plain rename.
+    fn rename(&self, dirfd: i32, from: &OsStr, to: &OsStr, flags: u32) -> io::Result<()> {
+        let r = if self.faults.old_fs && flags != 0 {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        } else {
+            fs::rename(dirfd, from, to, flags)
+        };
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && flags == libc::RENAME_NOREPLACE => {
+                if fs::lstat_at(dirfd, to)?.is_some() {
+                    return Err(io::Error::from_raw_os_error(libc::EEXIST));
+                }
+                fs::rename(dirfd, from, to, 0)
+            }
+            r => r,
+        }
+    }
+
+    fn step(&self, at: Option<usize>) -> io::Result<()> {
+        let n = self.steps.get();
+        self.steps.set(n + 1);
         injected(at, n)
     }
 
@@ -474,8 +496,9 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Done::Temp { parent, tmp, at } => {
-                    // kept: it holds the old content of an exchange that stayed
-                    if keep.contains(&(parent.as_raw_fd(), tmp.clone()))
+                    // kept: it holds the old content of a path left changed
+                    let kept = keep.contains(&(parent.as_raw_fd(), tmp.clone()));
+                    if kept
                         || fault
                             .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
                             .is_err()
@@ -499,7 +522,7 @@ impl<'a> Ctx<'a> {
                 } => {
                     if fault
                         .and_then(|()| {
-                            fs::rename(parent.as_raw_fd(), &name, &tmp, libc::RENAME_NOREPLACE)
+                            self.rename(parent.as_raw_fd(), &name, &tmp, libc::RENAME_NOREPLACE)
                         })
                         .is_err()
                     {
@@ -530,7 +553,7 @@ impl<'a> Ctx<'a> {
                 } => {
                     if fault
                         .and_then(|()| {
-                            fs::rename(parent.as_raw_fd(), &old, &name, libc::RENAME_NOREPLACE)
+                            self.rename(parent.as_raw_fd(), &old, &name, libc::RENAME_NOREPLACE)
                         })
                         .is_err()
                     {
@@ -569,7 +592,7 @@ fn apply_with(
         moving,
         written: 0,
         removed: 0,
-        steps: 0,
+        steps: std::cell::Cell::new(0),
     };
     let items = match ctx.plan() {
         Ok(items) => items,
@@ -650,43 +673,79 @@ fn apply_with(
     }
 
     // Phase 2: swap, then the directories' new modes.
-    ctx.steps = 0;
+    ctx.steps.set(0);
     for (it, tmp) in items.iter().zip(&temps) {
         let e = it.entry;
         let dirfd = it.parent.as_raw_fd();
         let at = (e.root, e.path.clone());
         let fault = ctx.faults.swap;
-        let r = match (it.op, tmp) {
+        let r: Result<Vec<Done>, String> = match (it.op, tmp) {
             (Op::Place, Some(tmp)) => ctx
                 .step(fault)
-                .and_then(|()| fs::rename(dirfd, tmp, &it.name, libc::RENAME_NOREPLACE))
-                .map(|()| Done::Placed {
-                    parent: it.parent.clone(),
-                    name: it.name.clone(),
-                    tmp: tmp.clone(),
-                    at,
+                .and_then(|()| ctx.rename(dirfd, tmp, &it.name, libc::RENAME_NOREPLACE))
+                .map(|()| {
+                    vec![Done::Placed {
+                        parent: it.parent.clone(),
+                        name: it.name.clone(),
+                        tmp: tmp.clone(),
+                        at,
+                    }]
                 })
                 .map_err(|err| ctx.fail("renaming in", e.root, &e.path, err)),
-            (Op::Replace, Some(tmp)) => ctx
-                .step(fault)
-                .and_then(|()| fs::rename(dirfd, tmp, &it.name, libc::RENAME_EXCHANGE))
-                .map(|()| Done::Exchanged {
-                    parent: it.parent.clone(),
-                    name: it.name.clone(),
-                    tmp: tmp.clone(),
-                    at,
-                })
-                .map_err(|err| ctx.fail("exchanging", e.root, &e.path, err)),
+            (Op::Replace, Some(tmp)) => {
+                match ctx
+                    .step(fault)
+                    .and_then(|()| ctx.rename(dirfd, tmp, &it.name, libc::RENAME_EXCHANGE))
+                {
+                    Ok(()) => Ok(vec![Done::Exchanged {
+                        parent: it.parent.clone(),
+                        name: it.name.clone(),
+                        tmp: tmp.clone(),
+                        at,
+                    }]),
+                    // A filesystem without RENAME_EXCHANGE: the old one aside, the new one in
+                    // (two steps, each undone on failure).
+                    Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
+                        let mut two = Vec::new();
+                        let r = fs::temp_name(&it.name, "old").and_then(|old| {
+                            ctx.rename(dirfd, &it.name, &old, libc::RENAME_NOREPLACE)?;
+                            two.push(Done::Aside {
+                                parent: it.parent.clone(),
+                                name: it.name.clone(),
+                                old,
+                                at: at.clone(),
+                            });
+                            ctx.step(fault)?;
+                            ctx.rename(dirfd, tmp, &it.name, libc::RENAME_NOREPLACE)?;
+                            two.push(Done::Placed {
+                                parent: it.parent.clone(),
+                                name: it.name.clone(),
+                                tmp: tmp.clone(),
+                                at,
+                            });
+                            Ok(())
+                        });
+                        match r {
+                            Ok(()) => Ok(two),
+                            Err(err) => {
+                                done.extend(two);
+                                Err(ctx.fail("replacing", e.root, &e.path, err))
+                            }
+                        }
+                    }
+                    Err(err) => Err(ctx.fail("exchanging", e.root, &e.path, err)),
+                }
+            }
             (Op::Remove, _) => fs::temp_name(&it.name, "old")
                 .and_then(|old| {
                     ctx.step(fault)?;
-                    fs::rename(dirfd, &it.name, &old, libc::RENAME_NOREPLACE)?;
-                    Ok(Done::Aside {
+                    ctx.rename(dirfd, &it.name, &old, libc::RENAME_NOREPLACE)?;
+                    Ok(vec![Done::Aside {
                         parent: it.parent.clone(),
                         name: it.name.clone(),
                         old,
                         at,
-                    })
+                    }])
                 })
                 .map_err(|err| ctx.fail("moving aside", e.root, &e.path, err)),
             _ => continue,
@@ -696,7 +755,7 @@ fn apply_with(
                 if it.op == Op::Remove {
                     ctx.removed += 1;
                 }
-                done.push(d)
+                done.extend(d)
             }
             Err(e) => return fail(&ctx, done, e),
         }

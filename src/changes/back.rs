@@ -103,13 +103,6 @@ pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -
         disk_full: full,
         ..RepoChanges::default()
     };
-    if full {
-        eprintln!(
-            "sandbox-run: repo: the run filled its disk layer ({} written, {} files): writes past it failed with ENOSPC (raise [limits] disk)",
-            crate::units::Size(used),
-            files
-        );
-    }
     if mode == Mode::Discard {
         out.applied = Some(Applied::Discarded);
         return out;

@@ -14,6 +14,11 @@ use std::path::{Path, PathBuf};
 const DIFF_CAP: u64 = 8 << 20;
 
 pub fn run(action: ChangesAction) -> Result<i32, String> {
+    // Errors name paths the command chose: shown, not obeyed.
+    run_action(action).map_err(|e| visible(&e, &[]))
+}
+
+fn run_action(action: ChangesAction) -> Result<i32, String> {
     match action {
         ChangesAction::List => list(),
         ChangesAction::Show { id, json } => show(&id, json),
@@ -51,12 +56,12 @@ fn list() -> Result<i32, String> {
                 println!(
                     "{}  {}  {}  {}  {acc} accepted, {refused} refused, {bytes} bytes",
                     s.id,
-                    m.meta.created,
-                    m.meta.repo.display(),
+                    visible(&m.meta.created, &[]),
+                    visible(&m.meta.repo.display().to_string(), &[]),
                     if m.meta.profile.is_empty() {
-                        "-"
+                        "-".to_string()
                     } else {
-                        &m.meta.profile
+                        visible(&m.meta.profile, &[])
                     },
                 )
             }
@@ -66,10 +71,34 @@ fn list() -> Result<i32, String> {
     Ok(0)
 }
 
+/// Is `c` a character that changes what a terminal shows rather than showing itself (C0
+/// and C1 controls, DEL, the bidirectional marks, overrides and isolates)?
+fn hides(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `s` with every character that [`hides`] written as an escape (`\u{1b}`), so that a name
+/// or a line the command chose cannot rewrite what the reviewer sees; `keep` is let through.
+fn visible(s: &str, keep: &[char]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if hides(c) && !keep.contains(&c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// An entry's path as the diff and the listing show it: relative for the repo, the whole
-/// path (without its leading `/`) for another root.
+/// path (without its leading `/`) for another root; controls escaped.
 fn shown(cs: &Changeset, root: usize, path: &Path) -> String {
-    if root == 0 {
+    let s = if root == 0 {
         path.display().to_string()
     } else {
         let full = cs.roots.get(root).cloned().unwrap_or_default().join(path);
@@ -77,7 +106,8 @@ fn shown(cs: &Changeset, root: usize, path: &Path) -> String {
             .to_string()
             .trim_start_matches('/')
             .to_string()
-    }
+    };
+    visible(&s, &[])
 }
 
 fn kind_word(k: Kind) -> &'static str {
@@ -113,16 +143,19 @@ fn show(id: &str, json: bool) -> Result<i32, String> {
     }
     let (acc, refused, bytes) = counts(&m.changeset);
     println!("changeset {}", s.id);
-    println!("repo      {}", m.meta.repo.display());
-    println!("profile   {}", m.meta.profile);
-    println!("command   {}", m.meta.command);
-    println!("created   {}", m.meta.created);
+    println!(
+        "repo      {}",
+        visible(&m.meta.repo.display().to_string(), &[])
+    );
+    println!("profile   {}", visible(&m.meta.profile, &[]));
+    println!("command   {}", visible(&m.meta.command, &[]));
+    println!("created   {}", visible(&m.meta.created, &[]));
     println!("entries   {acc} accepted, {refused} refused, {bytes} bytes");
     for e in &m.changeset.entries {
         let refused = e
             .refused
             .as_deref()
-            .map(|r| format!("  refused: {r}"))
+            .map(|r| format!("  refused: {}", visible(r, &[])))
             .unwrap_or_default();
         println!(
             "  {:<11} {:<7} {:>10}  {}{refused}",
@@ -286,8 +319,10 @@ fn diff(id: &str) -> Result<i32, String> {
     let s = store::open(id)?;
     let cs = &s.manifest.changeset;
     let roots = open_roots(cs)?;
-    let trees = open_trees(&s)?;
+    let trees = s.sources()?;
     let stdout = std::io::stdout();
+    // On a terminal the command's bytes are shown, not obeyed: controls escaped.
+    let tty = std::io::IsTerminal::is_terminal(&stdout);
     let mut w = stdout.lock();
     for e in cs.entries.iter().filter(|e| e.accepted()) {
         let (Some(root), Some(tree)) = (roots.get(e.root), trees.get(e.root)) else {
@@ -323,6 +358,9 @@ fn diff(id: &str) -> Result<i32, String> {
             }
             _ => file_diff(&mut out, &name, &old, &new),
         }
+        if tty {
+            out = visible(&String::from_utf8_lossy(&out), &['\n', '\t']).into_bytes();
+        }
         if w.write_all(&out).is_err() {
             return Ok(0);
         }
@@ -340,13 +378,6 @@ fn open_roots(cs: &Changeset) -> Result<Vec<Tree>, String> {
         .collect()
 }
 
-fn open_trees(s: &Stored) -> Result<Vec<Tree>, String> {
-    s.trees
-        .iter()
-        .map(|t| Tree::open(t).map_err(|e| format!("changes: opening {}: {e}", t.display())))
-        .collect()
-}
-
 /// The paths whose content changed since the changeset was kept.
 fn changed_since(s: &Stored) -> Result<Vec<String>, String> {
     let cs = &s.manifest.changeset;
@@ -361,9 +392,9 @@ fn changed_since(s: &Stored) -> Result<Vec<String>, String> {
         if !same {
             let e = &cs.entries[b.entry];
             let how = match (&b.held, then.map(|t| &t.held)) {
+                (Held::Unreachable { .. }, _) => "now unreachable",
                 (Held::Absent, _) => "now missing",
                 (_, Some(Held::Absent)) => "now exists",
-                (Held::Unreachable { .. }, _) => "now unreachable",
                 _ => "changed",
             };
             out.push(format!("{} ({how})", shown(cs, e.root, &e.path)));
@@ -394,6 +425,7 @@ fn owner_of(repo: &Path) -> Result<(u32, u32), String> {
 
 fn apply(id: &str) -> Result<i32, String> {
     let s = store::open(id)?;
+    let held = s.lock()?;
     let cs = &s.manifest.changeset;
     let repo = cs
         .roots
@@ -407,14 +439,21 @@ fn apply(id: &str) -> Result<i32, String> {
         ));
     }
     let targets = open_roots(cs)?;
-    let sources = open_trees(&s)?;
+    let sources = s.sources()?;
     let (uid, gid) = owner_of(repo)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if me != 0 && me != uid {
+        return Err(format!(
+            "changes apply {id}: nothing applied: {} belongs to uid {uid}: apply as that user (or as root, which applies as that user)",
+            visible(&repo.display().to_string(), &[])
+        ));
+    }
     let o = super::owner::run_as(uid, gid, || super::apply::apply(cs, &sources, &targets))
         .map_err(|e| format!("changes apply {id}: nothing applied: {e}"))?;
     let err = o.error.clone().unwrap_or_default();
     match o.applied {
         Applied::All => {
-            let dropped = match store::drop(id) {
+            let dropped = match store::remove_locked(id, held) {
                 Ok(()) => "the kept changeset is removed".to_string(),
                 Err(e) => format!("the kept changeset could not be removed: {e}"),
             };
@@ -444,5 +483,18 @@ fn apply(id: &str) -> Result<i32, String> {
                 left.join(", ")
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_rewrites_a_terminal_is_shown_escaped() {
+        assert_eq!(visible("a\x1b[2Jb", &[]), "a\\u{1b}[2Jb");
+        assert_eq!(visible("x\u{202e}y\u{9b}", &[]), "x\\u{202e}y\\u{9b}");
+        assert_eq!(visible("tab\there\n", &['\n', '\t']), "tab\there\n");
+        assert_eq!(visible("plain/ünïcode.txt", &[]), "plain/ünïcode.txt");
     }
 }

@@ -11,11 +11,7 @@ use std::path::{Component, Path};
 
 /// A plain directory entry name as a C string.
 pub fn cname(name: &OsStr) -> io::Result<CString> {
-    let b = name.as_bytes();
-    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    crate::hostfs::entry_name(name)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
@@ -235,7 +231,8 @@ pub fn open_regular(dirfd: RawFd, name: &OsStr) -> io::Result<File> {
 
 /// A copy of `data` as the new file `name` of `dirfd` (which must not exist): its bytes, its
 /// `user.*` extended attributes (never `user.overlay.*`), its times, `mode` (set-ID bits
-/// never), fsync'd. Returns the bytes copied. On failure the new file is removed.
+/// never). Not flushed: the caller flushes the filesystem once ([`sync_fs`]). Returns the
+/// bytes copied. On failure the new file is removed.
 pub fn copy_file(dirfd: RawFd, name: &OsStr, data: &mut File, mode: u32) -> io::Result<u64> {
     let mut out = File::from(open_at(
         dirfd,

@@ -8,6 +8,8 @@
 //! each accepted or refused with a reason, applied all or nothing, kept for review, or thrown
 //! away.
 
+pub mod actions;
+
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

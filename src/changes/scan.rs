@@ -215,7 +215,9 @@ impl Walk<'_> {
                     (None, _) => Kind::Added,
                     (Some(What::File), Some(r)) => {
                         let t = there.unwrap_or(st);
-                        if !same_content(upper, r, name, &st, &t).map_err(at(p))? {
+                        if !same_content(upper, r, name, &st, &t).map_err(at(p))?
+                            || user_xattrs(upper, name) != user_xattrs(r, name)
+                        {
                             Kind::Modified
                         } else if mode_of(&st) != mode_of(&t) {
                             Kind::Mode
@@ -484,6 +486,41 @@ fn same_content(
             return Ok(true);
         }
     }
+}
+
+/// The `user.*` extended attributes of the file `name` (never `user.overlay.*`, overlayfs's
+/// own), sorted: the ones that travel with it to the host.
+fn user_xattrs(d: &Tree, name: &OsStr) -> Vec<(Vec<u8>, Vec<u8>)> {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = d.open_file(name) else {
+        return Vec::new();
+    };
+    let fd = f.as_raw_fd();
+    let mut names = vec![0u8; 64 * 1024];
+    // SAFETY: flistxattr into a buffer of the given length.
+    let n = unsafe { libc::flistxattr(fd, names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for a in names[..n as usize].split(|b| *b == 0) {
+        if !a.starts_with(b"user.") || a.starts_with(b"user.overlay.") {
+            continue;
+        }
+        let Ok(c) = std::ffi::CString::new(a) else {
+            continue;
+        };
+        let mut value = vec![0u8; 64 * 1024];
+        // SAFETY: fgetxattr into a buffer of the given length, a NUL-terminated name.
+        let len =
+            unsafe { libc::fgetxattr(fd, c.as_ptr(), value.as_mut_ptr().cast(), value.len()) };
+        if len >= 0 {
+            value.truncate(len as usize);
+            out.push((a.to_vec(), value));
+        }
+    }
+    out.sort();
+    out
 }
 
 fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> io::Result<usize> {

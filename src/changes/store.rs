@@ -40,7 +40,8 @@ pub struct Meta {
     pub command: String,
     /// When it was kept (RFC 3339, UTC); [`keep`] fills it when empty.
     pub created: String,
-    /// What the repo held at each accepted entry when it was kept; [`keep`] fills it.
+    /// What the repo held at each accepted entry when it was kept; [`keep`] fills it when
+    /// empty (with [`base_now`]).
     pub base: Vec<Base>,
 }
 
@@ -292,29 +293,11 @@ pub fn base_now(cs: &Changeset) -> Result<Vec<Base>, String> {
     Ok(out)
 }
 
-/// Now, as RFC 3339 in UTC (`2026-11-27T13:28:05Z`).
+/// Now, as RFC 3339 in UTC, to the second (`2026-11-27T13:28:05Z`).
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // civil from days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let ms = crate::report::iso8601(std::time::SystemTime::now());
+    // `2026-11-27T13:28:05.123Z`: the seconds are what a reader of `changes list` needs.
+    format!("{}Z", ms.split('.').next().unwrap_or(&ms))
 }
 
 /// Copies the accepted entries of one changeset into a lower layer.
@@ -508,7 +491,9 @@ fn keep_in(
     if meta.repo.as_os_str().is_empty() {
         meta.repo = cs.roots.first().cloned().unwrap_or_default();
     }
-    meta.base = base_now(cs)?;
+    if meta.base.is_empty() {
+        meta.base = base_now(cs)?;
+    }
     let manifest = Manifest {
         changeset: cs.clone(),
         meta: meta.clone(),
@@ -550,21 +535,24 @@ pub fn open(id: &str) -> Result<Stored, String> {
     })
 }
 
+/// A kept changeset read back, or its ID and why it could not be.
+pub type Listed = Result<Stored, (String, String)>;
+
 /// Every kept changeset, oldest first (a broken one as its ID and why).
-pub fn list() -> Result<Vec<Result<Stored, (String, String)>>, String> {
+pub fn list() -> Result<Vec<Listed>, String> {
     let Some((dir, changes)) = changes_dir(false)? else {
         return Ok(Vec::new());
     };
     let names =
         fs::names(changes.raw_fd()).map_err(|e| format!("changes {}: {e}", dir.display()))?;
-    let mut out: Vec<Result<Stored, (String, String)>> = names
+    let mut out: Vec<Listed> = names
         .into_iter()
         .filter_map(|n| n.into_string().ok())
         .filter(|n| valid_id(n))
         .map(|id| open(&id).map_err(|e| (id, e)))
         .collect();
     out.sort_by(|a, b| {
-        let key = |s: &Result<Stored, (String, String)>| match s {
+        let key = |s: &Listed| match s {
             Ok(s) => (s.manifest.meta.created.clone(), s.id.clone()),
             Err((id, _)) => (String::new(), id.clone()),
         };
@@ -573,21 +561,69 @@ pub fn list() -> Result<Vec<Result<Stored, (String, String)>>, String> {
     Ok(out)
 }
 
-/// Remove the kept changeset `id`.
+/// Remove the kept changeset `id` (a broken one too), unless another process holds its lock.
 pub fn drop(id: &str) -> Result<(), String> {
+    let (dir, changes) = locate(id)?;
+    let t = changes
+        .child(OsStr::new(id))
+        .map_err(|e| format!("changes {}: {e}", dir.join(id).display()))?;
+    let _held = lock_tree(t, id)?;
+    remove_all(&dir, &changes, id)
+}
+
+/// Remove the kept changeset `id`, whose lock the caller holds ([`Stored::lock`]).
+pub fn remove_locked(id: &str, _held: Tree) -> Result<(), String> {
+    let (dir, changes) = locate(id)?;
+    remove_all(&dir, &changes, id)
+}
+
+fn locate(id: &str) -> Result<(PathBuf, Tree), String> {
     if !valid_id(id) {
         return Err(unknown(id));
     }
     let (dir, changes) = changes_dir(false)?.ok_or_else(|| unknown(id))?;
     match changes.stat(OsStr::new(id)) {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err(unknown(id)),
-        Err(e) => return Err(format!("changes {}: {e}", dir.join(id).display())),
+        Ok(Some(_)) => Ok((dir, changes)),
+        Ok(None) => Err(unknown(id)),
+        Err(e) => Err(format!("changes {}: {e}", dir.join(id).display())),
     }
+}
+
+fn remove_all(dir: &Path, changes: &Tree, id: &str) -> Result<(), String> {
     fs::remove_all(changes.raw_fd(), OsStr::new(id))
         .map_err(|e| format!("changes: removing {}: {e}", dir.join(id).display()))
 }
 
+/// An exclusive lock on a kept changeset's directory, held while the returned tree lives.
+fn lock_tree(t: Tree, id: &str) -> Result<Tree, String> {
+    // SAFETY: flock on a directory fd we own; no memory is passed.
+    if unsafe { libc::flock(t.raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            format!("changes {id}: another sandbox-run is applying or dropping it")
+        } else {
+            format!("changes {id}: lock: {e}")
+        });
+    }
+    Ok(t)
+}
+
+impl Stored {
+    /// The trees holding the new content (`tree/<i>`), opened without following a link.
+    pub fn sources(&self) -> Result<Vec<Tree>, String> {
+        self.trees
+            .iter()
+            .map(|t| Tree::open(t).map_err(|e| format!("changes: opening {}: {e}", t.display())))
+            .collect()
+    }
+
+    /// Hold this changeset: one apply or drop at a time (released when the tree is dropped).
+    pub fn lock(&self) -> Result<Tree, String> {
+        let t =
+            Tree::open(&self.dir).map_err(|e| format!("changes {}: {e}", self.dir.display()))?;
+        lock_tree(t, &self.id)
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,8 @@ pub enum Record {
     /// The run's disk layer (the kept layers' upper dirs), travelling with this record as
     /// `SCM_RIGHTS` to the supervisor's way back ([`crate::changes`]).
     Layer,
+    /// The repo's layer was full at some point of the run: writes failed with ENOSPC.
+    Full,
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -135,6 +137,7 @@ impl Record {
             Record::Listener => (6, 0, 0, 0, 0),
             Record::Handing => (8, 0, 0, 0, 0),
             Record::Layer => (9, 0, 0, 0, 0),
+            Record::Full => (10, 0, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -168,6 +171,7 @@ impl Record {
             6 => Some(Record::Listener),
             8 => Some(Record::Handing),
             9 => Some(Record::Layer),
+            10 => Some(Record::Full),
             _ => None,
         }
     }
@@ -344,6 +348,7 @@ mod tests {
             },
             Record::Handing,
             Record::Layer,
+            Record::Full,
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }

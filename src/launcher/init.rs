@@ -45,6 +45,9 @@ pub fn block_signals() -> Result<SigSet, StepError> {
     Ok(set)
 }
 
+/// How often stage 2 looks at the run's layer while it waits for pid 1.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A pipe whose write end only stage 2 holds: pid 1 sees end-of-file when stage 2 is gone.
 /// Closes the race where stage 2 dies before pid 1 has set its parent-death signal.
 pub struct AlivePipe {
@@ -80,10 +83,30 @@ impl AlivePipe {
     }
 }
 
-/// Stage 2's side: wait for pid 1, relaying signals to it; exit with its code.
-pub fn wait_forwarding(init: Pid, set: &SigSet) -> i32 {
+/// Stage 2's side: wait for pid 1, relaying signals to it; exit with its code. With `watch`,
+/// it is called every [`WATCH_EVERY`] meanwhile.
+pub fn wait_forwarding(init: Pid, set: &SigSet, mut watch: Option<&mut dyn FnMut()>) -> i32 {
+    let every = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: WATCH_EVERY.as_nanos() as libc::c_long,
+    };
+    let timeout: *const libc::timespec = match watch {
+        Some(_) => &every,
+        None => std::ptr::null(),
+    };
     loop {
-        match set.wait() {
+        // SAFETY: sigtimedwait with a signal set we own and a timespec that outlives the call
+        // (or none: wait without end); no siginfo wanted.
+        let got = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), timeout) };
+        if got < 0 {
+            if crate::sys::last_errno() == libc::EAGAIN {
+                if let Some(w) = watch.as_mut() {
+                    w();
+                }
+            }
+            continue;
+        }
+        match Signal::try_from(got) {
             Ok(Signal::SIGCHLD) => match waitpid(init, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(_, code)) => return code,
                 Ok(WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,

@@ -221,7 +221,15 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
             if let Some(net) = net {
                 net.make_for_pid1();
             }
-            let code = init::wait_forwarding(child, &forwarded);
+            // The repo's layer: was it ever full? A command may fill it, meet ENOSPC, and free
+            // the space again before it ends (an unlinked file it held open): look meanwhile.
+            let mut full = false;
+            let mut watch = || full = full || overlay::usage_full(disk.as_ref());
+            let watching = disk.is_some().then_some(&mut watch as &mut dyn FnMut());
+            let code = init::wait_forwarding(child, &forwarded, watching);
+            if full || overlay::usage_full(disk.as_ref()) {
+                channel::send(Record::Full);
+            }
             mark(Phase::InitEnded);
             let held = Held {
                 views,

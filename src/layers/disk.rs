@@ -4,11 +4,11 @@
 //! sandbox's memory; the cap becomes a budget the supervisor watches ([`Budget`]): past it the
 //! run is stopped. Why (measured): docs/performance.md, "Big writes".
 //!
-//! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk` (STATE: `$XDG_STATE_HOME` or
-//! `~/.local/state` of the user the sandbox runs as, as for kept homes, [`crate::home`]): every
+//! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk`, a run dir of [`crate::state`]
+//! (STATE: `$XDG_STATE_HOME` or `~/.local/state` of the user the sandbox runs as): every
 //! directory reached without following a link, 0700, owned by that user, who is the one
-//! stage 2 mounts the overlay as. The run holds `lock` (`flock`) for its life; the directory is
-//! removed at the end, or by the next run when this one was killed (its lock is then free).
+//! stage 2 mounts the overlay as; locked for the run's life, removed at the end, or by the
+//! next run when this one was killed.
 //! When that directory is on the repo's filesystem (same `st_dev`), the way back moves files
 //! into the repo by rename instead of copying their bytes ([`crate::changes::apply`]).
 //!
@@ -21,7 +21,7 @@ use crate::hostfs::Tree;
 use crate::layers::ns::Ids;
 use std::collections::HashSet;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -35,18 +35,14 @@ pub fn max_files(bytes: u64) -> u64 {
     (bytes / 4096).max(1024)
 }
 
-/// Prefix of the run directories this module makes (and sweeps) under `runs/`.
-const PREFIX: &str = "layer-";
-
-/// A run's private layer directory on the host; removed when dropped.
+/// A run's private layer directory on the host ([`crate::state::RunDir`] `layer-<random>`,
+/// holding `disk`); removed when dropped.
 pub struct LayerDir {
-    /// `runs/layer-<random>`, holding `lock` and `disk`.
-    run: PathBuf,
     /// `disk`: where stage 2 mounts the overlays' upper and work dirs from.
     pub disk: PathBuf,
     /// The layer is on the repo's filesystem: the way back moves files by rename.
     pub same_fs: bool,
-    _lock: OwnedFd,
+    _run: crate::state::RunDir,
 }
 
 fn io(what: &Path, e: impl std::fmt::Display) -> String {
@@ -54,43 +50,21 @@ fn io(what: &Path, e: impl std::fmt::Display) -> String {
 }
 
 impl LayerDir {
-    /// Make a run's layer directory for the user `ids` runs as (see the module's doc), sweeping
-    /// the ones killed runs left. `repo`: to tell whether it is on the repo's filesystem.
+    /// Make a run's layer directory for the user `ids` runs as (see the module's doc), with
+    /// `upper` and `work` in its `disk`. `repo`: to tell whether it is on the repo's
+    /// filesystem.
     pub fn make(ids: Ids, repo: &Path) -> Result<LayerDir, String> {
         let me = nix::unistd::geteuid().as_raw();
-        let (base, mut below) = crate::home::location(
-            ids.uid,
-            me,
-            |k| std::env::var(k).ok(),
-            crate::home::passwd_home(ids.uid),
-            "x",
-        )?;
-        // [..., sandbox-run, home, key] -> [..., sandbox-run, runs]
-        below.truncate(below.len() - 2);
-        below.push("runs".into());
-        let runs = crate::home::ensure(&base, &below, ids.uid, ids.gid)?;
-        let runs_dir = Tree::open(&runs).map_err(|e| io(&runs, e))?;
-        sweep(&runs_dir);
-        let name = format!(
-            "{PREFIX}{}",
-            crate::changes::fsops::random_base32(12).map_err(|e| io(&runs, e))?
-        );
-        let run = runs.join(&name);
-        let n = OsStr::new(&name);
-        mkdir_owned(&runs_dir, n, ids, me).map_err(|e| io(&run, e))?;
+        let run = crate::state::RunDir::make(ids, "layer", "repo layer dir")?;
+        let path = run.subdir("disk")?;
         let made = (|| {
-            let dir = runs_dir.child(n)?;
-            let lock = crate::changes::fsops::open_at(
-                dir.raw_fd(),
-                OsStr::new("lock"),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-                0o600,
-            )?;
-            crate::hostfs::flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
-            mkdir_owned(&dir, OsStr::new("disk"), ids, me)?;
-            let disk = dir.child(OsStr::new("disk"))?;
+            let disk = Tree::open(&path)?;
             for d in ["upper", "work"] {
-                mkdir_owned(&disk, OsStr::new(d), ids, me)?;
+                let n = OsStr::new(d);
+                disk.make_dir(n, 0o700)?;
+                if me != ids.uid {
+                    crate::changes::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
+                }
             }
             // overlayfs keeps its marks (an opaque directory) in user.* xattrs in a user
             // namespace: the filesystem must take them.
@@ -107,72 +81,23 @@ impl LayerDir {
             }
             // SAFETY: as above, removing what we set.
             unsafe { libc::fremovexattr(disk.raw_fd(), probe.as_ptr()) };
-            let same_fs = match (
-                crate::changes::fsops::fstat(disk.raw_fd()),
-                std::fs::metadata(repo),
-            ) {
-                (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
-                _ => false,
-            };
-            Ok((lock, same_fs))
+            Ok(
+                match (
+                    crate::changes::fsops::fstat(disk.raw_fd()),
+                    std::fs::metadata(repo),
+                ) {
+                    (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
+                    _ => false,
+                },
+            )
         })();
         match made {
-            Ok((lock, same_fs)) => Ok(LayerDir {
-                disk: run.join("disk"),
-                run,
+            Ok(same_fs) => Ok(LayerDir {
+                disk: path,
                 same_fs,
-                _lock: lock,
+                _run: run,
             }),
-            Err(e) => {
-                let _ = crate::changes::fsops::remove_all(runs_dir.raw_fd(), n);
-                Err(io(&run, e))
-            }
-        }
-    }
-}
-
-impl Drop for LayerDir {
-    fn drop(&mut self) {
-        let (Some(parent), Some(name)) = (self.run.parent(), self.run.file_name()) else {
-            return;
-        };
-        if let Ok(dir) = Tree::open(parent) {
-            if let Err(e) = crate::changes::fsops::remove_all(dir.raw_fd(), name) {
-                eprintln!(
-                    "sandbox-run: repo layer dir {}: removing it: {e}",
-                    self.run.display()
-                );
-            }
-        }
-    }
-}
-
-/// mkdir 0700, given to `ids` when root makes it for another user.
-fn mkdir_owned(dir: &Tree, name: &OsStr, ids: Ids, me: u32) -> std::io::Result<()> {
-    crate::changes::fsops::mkdir(dir.raw_fd(), name)?;
-    if me != ids.uid {
-        crate::changes::fsops::chown_at(dir.raw_fd(), name, ids.uid, ids.gid)?;
-    }
-    Ok(())
-}
-
-/// Remove the layer dirs of runs that were killed: their lock is free. Best effort.
-fn sweep(runs: &Tree) {
-    let Ok(names) = runs.names() else { return };
-    for n in names {
-        if !n.to_string_lossy().starts_with(PREFIX) {
-            continue;
-        }
-        let Ok(dir) = runs.child(&n) else { continue };
-        let lock =
-            crate::changes::fsops::open_at(dir.raw_fd(), OsStr::new("lock"), libc::O_RDWR, 0);
-        let free = match lock {
-            Ok(l) => crate::hostfs::flock(&l, libc::LOCK_EX | libc::LOCK_NB).is_ok(),
-            // made and killed before its lock existed
-            Err(_) => true,
-        };
-        if free {
-            let _ = crate::changes::fsops::remove_all(runs.raw_fd(), &n);
+            Err(e) => Err(io(&path, e)),
         }
     }
 }

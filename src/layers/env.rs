@@ -7,6 +7,8 @@
 //! caller names them: `--pass-env NAME` or `[env] pass` (the caller's value, by name, so it never
 //! appears on a command line), or `--env`/`--env-file`; `--keep-env` of one is an error that
 //! says to use `--pass-env`. A profile's `[env] keep` drops them (reported in `env_dropped`).
+//! A profile's `[env] drop` holds back names its `keep` would pass (`keep = ["*"]` minus a
+//! runner's internal `ACTIONS_*` tokens and service addresses).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -186,6 +188,9 @@ pub enum Why {
     LoadsCode,
     /// Harmless, but not on the keep list (profile `env.keep`, `--keep-env`).
     NotKept,
+    /// On the keep list, but held back by the profile's `env.drop` (a runner's internal
+    /// tokens and service addresses: `ACTIONS_*` in `github-actions`).
+    HeldBack,
 }
 
 impl Why {
@@ -195,6 +200,7 @@ impl Why {
             Why::Secret => "removed as secret-looking",
             Why::LoadsCode => "removed as code-loading",
             Why::NotKept => "dropped, not on the keep list",
+            Why::HeldBack => "held back by the profile's [env] drop",
         }
     }
 }
@@ -253,6 +259,9 @@ pub struct Inputs<'a> {
     pub caller: &'a [(String, String)],
     /// Profile `env.keep`: names that look secret or load code are dropped (and reported).
     pub keep: &'a [String],
+    /// Profile `env.drop`: names (an entry ending in `*`: every name it begins) that `keep`
+    /// does not pass after all; `--keep-env`, `--pass-env` and `--env` still do.
+    pub drop: &'a [String],
     /// `--keep-env`: as `keep`, but asking for a refused name is an error.
     pub keep_flag: &'a [String],
     /// Profile `env.pass` and `--pass-env`: the caller's value even when the name looks like
@@ -310,14 +319,13 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
             continue;
         }
         // An entry ending in `*` keeps every name it starts (`GITHUB_*`).
-        let kept = i
-            .keep
-            .iter()
-            .chain(i.keep_flag)
-            .any(|x| match x.strip_suffix('*') {
-                Some(prefix) => k.starts_with(prefix),
-                None => x == k,
-            });
+        let matches = |x: &String| match x.strip_suffix('*') {
+            Some(prefix) => k.starts_with(prefix),
+            None => x == k,
+        };
+        let listed = i.keep.iter().chain(i.keep_flag).any(matches);
+        let held = listed && i.drop.iter().any(matches) && !i.keep_flag.iter().any(matches);
+        let kept = listed && !held;
         let pass = i.pass.iter().chain(i.pass_flag).any(|x| x == k);
         let refused = refusal(k);
         if pass && refused != Some(Refusal::Injection) && !REPLACED.contains(&k.as_str()) {
@@ -329,6 +337,7 @@ pub fn build(i: &Inputs) -> Result<Built, String> {
             let why = match refused {
                 Some(Refusal::Secret) => Why::Secret,
                 Some(Refusal::Injection) => Why::LoadsCode,
+                None if held => Why::HeldBack,
                 None => Why::NotKept,
             };
             if refused.is_some() {
@@ -611,6 +620,7 @@ mod tests {
         Inputs {
             caller: c,
             keep,
+            drop: &[],
             keep_flag: &[],
             pass: &[],
             pass_flag: &[],
@@ -808,6 +818,38 @@ mod tests {
         // kept, replaced by the sandbox or PATH: not dropped
         assert_eq!(why("LANG"), None);
         assert_eq!(why("PATH"), None);
+    }
+
+    #[test]
+    fn drop_holds_back_what_keep_would_pass() {
+        let c: Vec<(String, String)> = [
+            ("NODE_ENV", "production"),
+            ("ACTIONS_RUNTIME_URL", "https://x.invalid/"),
+            ("ACTIONS_STEP_DEBUG", "true"),
+            ("ACTIONS_RUNTIME_TOKEN", "t"),
+            ("LD_PRELOAD", "/x.so"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let keep = strings(&["*"]);
+        let drop = strings(&["ACTIONS_*"]);
+        let none = BTreeMap::new();
+        let mut i = inputs(&c, &keep, &none, &[]);
+        i.drop = &drop;
+        let b = build(&i).unwrap();
+        assert_eq!(b.vars["NODE_ENV"], "production");
+        let why = |n: &str| b.dropped.iter().find(|d| d.name == n).map(|d| d.why);
+        assert_eq!(why("ACTIONS_RUNTIME_URL"), Some(Why::HeldBack));
+        assert_eq!(why("ACTIONS_STEP_DEBUG"), Some(Why::HeldBack));
+        assert_eq!(why("ACTIONS_RUNTIME_TOKEN"), Some(Why::Secret));
+        assert_eq!(why("LD_PRELOAD"), Some(Why::LoadsCode));
+        // `--keep-env NAME` passes a held-back name that is harmless
+        let flag = strings(&["ACTIONS_STEP_DEBUG"]);
+        i.keep_flag = &flag;
+        let b = build(&i).unwrap();
+        assert_eq!(b.vars["ACTIONS_STEP_DEBUG"], "true");
+        assert!(!b.vars.contains_key("ACTIONS_RUNTIME_URL"));
     }
 
     #[test]

@@ -429,6 +429,12 @@ const PLACEHOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// made (or joined, when a concurrent run on the same repo made it) with a shared `flock`
 /// held until dropped; the last run to drop its lock removes it.
 ///
+/// It is mode 0700 and owned by the user the command runs as (root making it gives it to
+/// that user): a lock needs an open fd, and nobody else can open it, so no other local user
+/// can hold it (a shared lock kept it in the repo for good, an exclusive one refused every
+/// later run). An existing one (left by a killed run, or by an older sandbox-run at 0755) is
+/// given the same owner and mode when the caller may.
+///
 /// The count is what keeps it there: removing the directory detaches every mount on it, in
 /// every mount namespace, so a run that removed it while another was still running would
 /// take that run's read-only pin away, and the command still running there could make a
@@ -440,14 +446,17 @@ pub struct Placeholder {
 }
 
 impl Placeholder {
-    pub fn make(repo: &Path) -> Result<Placeholder, String> {
+    /// `owner`: the user the command runs as (`plan.ids`).
+    pub fn make(repo: &Path, owner: crate::layers::ns::Ids) -> Result<Placeholder, String> {
         let r = Dir::open(repo).map_err(|e| refuse(repo, e))?;
         let failed = |e: std::io::Error| refuse(repo, format!("placeholder .git: {e}"));
         let dot_git = Path::new(".git");
         let deadline = std::time::Instant::now() + PLACEHOLDER_WAIT;
         loop {
+            // 0700 from the start (the umask only takes bits away): nobody else can open it
+            // between the mkdir and the chown.
             // SAFETY: mkdirat in the repo's fd, a plain name.
-            let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o755) };
+            let rc = unsafe { libc::mkdirat(r.fd().as_raw_fd(), c".git".as_ptr(), 0o700) };
             if rc != 0 && crate::sys::last_errno() != libc::EEXIST {
                 return Err(failed(std::io::Error::last_os_error()));
             }
@@ -456,7 +465,8 @@ impl Placeholder {
                     // Still the one at .git (not removed, by a run that held it exclusively,
                     // between the mkdir and the lock)? Else it is made again.
                     Ok(()) if r.is_at(dot_git, &fd) => {
-                        return Ok(Placeholder { repo: r, lock: fd })
+                        private_to(&fd, owner).map_err(failed)?;
+                        return Ok(Placeholder { repo: r, lock: fd });
                     }
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() != Some(libc::EWOULDBLOCK) => return Err(failed(e)),
@@ -479,6 +489,34 @@ impl Placeholder {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
+}
+
+/// Give the placeholder (open as `fd`) to `owner`, mode 0700, where the caller may: root
+/// always, another user only a directory of their own (one someone else made stays as it is:
+/// a user who may write the repo can do more to it than lock its `.git`).
+fn private_to(fd: &OwnedFd, owner: crate::layers::ns::Ids) -> std::io::Result<()> {
+    // SAFETY: all-zero is a valid stat; fstat fills it for an fd we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if me == 0 && (st.st_uid, st.st_gid) != (owner.uid, owner.gid) {
+        // SAFETY: fchown of a directory fd we own.
+        if unsafe { libc::fchown(fd.as_raw_fd(), owner.uid, owner.gid) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    } else if me != 0 && st.st_uid != me {
+        return Ok(());
+    }
+    if st.st_mode & 0o7777 != 0o700 {
+        // SAFETY: fchmod of a directory fd we own.
+        if unsafe { libc::fchmod(fd.as_raw_fd(), 0o700) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Placeholder {
@@ -675,12 +713,50 @@ pub fn copy_back(real: &Real, cap: u64) -> Result<(), i32> {
 fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let view = Dir::open_no_links(view_path).map_err(errno)?;
+    let top = top_changes(&view, real, cap)?;
+    for (name, data, _) in &top.changed {
+        // The contents git would write, as the way back requires of a layer's (changes::scan).
+        let valid = match name.as_bytes() {
+            b"HEAD" => crate::changes::refname::head(data),
+            b"packed-refs" => crate::changes::refname::packed_refs(data),
+            _ => true,
+        };
+        if !valid {
+            eprintln!(
+                "sandbox-run: repo: refused {} (not what git writes there)",
+                view_path.join(name).display()
+            );
+            continue;
+        }
+        real.put_bytes(name, data, 0o644).map_err(errno)?;
+    }
+    for name in &top.gone {
+        real.remove(name).map_err(errno)?;
+    }
+    Ok(())
+}
+
+/// What git changed at the top of a view against the real git dir: the [`copied`] regular
+/// files whose bytes differ (name, bytes, mode), and the real dir's copied files that the view
+/// no longer has (never [`KEEP`], never a directory: a tree is never removed this way).
+struct TopChanges {
+    changed: Vec<(std::ffi::OsString, Vec<u8>, u32)>,
+    gone: Vec<std::ffi::OsString>,
+}
+
+fn top_changes(view: &Dir, real: &Tree, cap: u64) -> Result<TopChanges, i32> {
+    use std::os::unix::fs::PermissionsExt;
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let in_view: Vec<_> = view
         .entries(Path::new(""), MAX_ENTRIES)
         .map_err(errno)?
         .into_iter()
         .filter(|(n, _)| copied(n))
         .collect();
+    let mut top = TopChanges {
+        changed: Vec::new(),
+        gone: Vec::new(),
+    };
     for (name, kind) in &in_view {
         if *kind != Kind::File {
             continue;
@@ -692,20 +768,26 @@ fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
         if real.read_small(name, cap).as_deref() == Some(&data[..]) {
             continue;
         }
-        real.put_bytes(name, &data, 0o644).map_err(errno)?;
+        let fd = view
+            .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
+            .map_err(errno)?;
+        let mode = std::fs::File::from(fd)
+            .metadata()
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0o644);
+        top.changed.push((name.clone(), data, mode));
     }
     for name in real.names().map_err(errno)? {
         if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
             continue;
         }
-        // Removed in the view: removed here too, unless it is a directory (never a tree).
         let dir =
             matches!(real.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         if !dir && !in_view.iter().any(|(n, _)| *n == name) {
-            real.remove(&name).map_err(errno)?;
+            top.gone.push(name);
         }
     }
-    Ok(())
+    Ok(top)
 }
 
 /// After the sandbox, with a kept layer ([`crate::layers::overlay`]): the [`copied`] files of
@@ -746,41 +828,13 @@ pub fn into_layer(
             }
             upper = upper.child(c.as_os_str()).map_err(errno)?;
         }
-        let in_view: Vec<_> = view
-            .entries(Path::new(""), MAX_ENTRIES)
-            .map_err(errno)?
-            .into_iter()
-            .filter(|(n, _)| copied(n))
-            .collect();
-        for (name, kind) in &in_view {
-            if *kind != Kind::File {
-                continue;
-            }
-            let data = match view.read_small(Path::new(name), cap) {
-                Ok(Some(d)) => d,
-                _ => continue,
-            };
-            if host.read_small(name, cap).as_deref() == Some(&data[..]) {
-                continue;
-            }
-            let fd = view
-                .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
-                .map_err(errno)?;
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::File::from(fd)
-                .metadata()
-                .map(|m| m.permissions().mode() & 0o777)
-                .unwrap_or(0o644);
-            upper.put_bytes(name, &data, mode).map_err(errno)?;
+        let top = top_changes(&view, host, cap)?;
+        for (name, data, mode) in &top.changed {
+            upper.put_bytes(name, data, *mode).map_err(errno)?;
         }
-        for name in host.names().map_err(errno)? {
-            if !copied(&name) || KEEP.iter().any(|k| OsStr::new(k) == name) {
-                continue;
-            }
-            let dir = matches!(host.stat(&name), Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            let gone = !in_view.iter().any(|(n, _)| *n == name);
-            if !dir && gone && upper.stat(&name).map_err(errno)?.is_none() {
-                upper.put_whiteout(&name).map_err(errno)?;
+        for name in &top.gone {
+            if upper.stat(name).map_err(errno)?.is_none() {
+                upper.put_whiteout(name).map_err(errno)?;
             }
         }
     }

@@ -57,6 +57,11 @@ pub enum Op {
         /// tree).
         #[serde(default)]
         above: Vec<PathBuf>,
+        /// The upper and work dirs are on the run's disk layer ([`scratch`]), which stage 2
+        /// holds and watches (the repo's layer, kept, carried or not), rather than on a tmpfs
+        /// of this overlay's own.
+        #[serde(default)]
+        disk: bool,
     },
     /// A fresh procfs for the new pid namespace.
     Proc { dst: PathBuf },
@@ -235,6 +240,7 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 },
                 root: 0,
                 above: above(&repo),
+                disk: true,
             });
         }
         None => ops.push(bind(&repo, ro, false)),
@@ -249,6 +255,7 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                 carry: None,
                 root: 0,
                 above: above(d),
+                disk: false,
             },
             _ => bind(d, true, false),
         });
@@ -272,6 +279,7 @@ pub fn plan(i: &Input) -> Result<Vec<Op>, String> {
                         carry: None,
                         root: outside,
                         above: Vec::new(),
+                        disk: true,
                     });
                     (Some(d.clone()), outside)
                 }
@@ -816,13 +824,14 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
             dst,
             size,
             kept,
-            carry,
+            carry: _,
             root,
             above,
+            disk,
         } => {
             // upper and work on their own sized tmpfs, outside the new tree (kept or carried:
             // the run's disk layer, made by `scratch`)
-            let scratch = if *kept || carry.is_some() {
+            let scratch = if *disk {
                 let disk = PathBuf::from(DISK);
                 if *root > 0 {
                     for d in [upper_name(*root), work_name(*root)] {
@@ -849,7 +858,7 @@ fn apply(op: &Op, n: usize, b: &mut Build, first: bool) -> Result<(), StepError>
             };
             // the upper dir's root must look like the lower one (owner, mode) or git and
             // friends see a different directory
-            let (upper, work) = match *kept || carry.is_some() {
+            let (upper, work) = match *disk {
                 true => (upper_name(*root), work_name(*root)),
                 false => ("upper".to_string(), "work".to_string()),
             };

@@ -35,16 +35,12 @@ pub fn kept(ops: &[Op]) -> bool {
         .any(|op| matches!(op, Op::Overlay { kept: true, .. }))
 }
 
-/// The size of the disk layer (for a kept or carried overlay), from the plan.
+/// The size of the disk layer (the repo's overlay, kept, carried or thrown away), from the
+/// plan.
 pub fn disk_size(ops: &[Op]) -> Option<u64> {
     ops.iter().find_map(|op| match op {
         Op::Overlay {
-            size, kept: true, ..
-        }
-        | Op::Overlay {
-            size,
-            carry: Some(_),
-            ..
+            size, disk: true, ..
         } => Some(*size),
         _ => None,
     })
@@ -68,6 +64,13 @@ pub fn usage(disk: &Tree) -> (u64, u64, bool) {
     let files = (s.f_files - s.f_ffree) as u64;
     let full = (s.f_bavail as u64) * bsize < FULL_MARGIN || s.f_ffree == 0;
     (used, files, full)
+}
+
+/// Is the disk layer (if any) full now?
+pub fn usage_full(disk: Option<&Tree>) -> bool {
+    // a layer on disk is watched by the supervisor's budget ([`crate::layers::disk`]), never
+    // full: no count here
+    disk.is_some_and(|d| crate::layers::disk::on_tmpfs(d.raw_fd()) && usage(d).2)
 }
 
 const OPAQUE: [&std::ffi::CStr; 2] = [c"user.overlay.opaque", c"trusted.overlay.opaque"];
@@ -99,7 +102,7 @@ impl Carry {
     /// Before the overlay is mounted: the saved layer into the disk layer's `upper`.
     pub fn put_back(&self, disk: &Tree) -> Result<(), i32> {
         let upper = disk.child(OsStr::new("upper")).map_err(errno)?;
-        copy_layer(&self.staging, &upper, 0).map_err(errno)
+        copy_layer(&self.staging, &upper, 0, Marks::Decode).map_err(errno)
     }
 
     /// After the command: the disk layer's `upper`, as it is, replaces the saved layer.
@@ -108,7 +111,7 @@ impl Carry {
         for name in self.staging.names().map_err(errno)? {
             self.staging.remove(&name).map_err(errno)?;
         }
-        copy_layer(&upper, &self.staging, 0).map_err(errno)
+        copy_layer(&upper, &self.staging, 0, Marks::Encode).map_err(errno)
     }
 }
 
@@ -116,9 +119,27 @@ fn errno(e: std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// Copy an overlayfs upper layer as it is: directories (with their opaque marks), files
-/// (set-ID bits dropped), links, whiteouts; FIFOs, sockets and devices are left out.
-fn copy_layer(from: &Tree, to: &Tree, depth: usize) -> std::io::Result<()> {
+/// How a saved layer holds overlayfs's marks (a removed entry, a directory replaced whole):
+/// as plain files named as in an OCI image layer (`.wh.NAME`, `.wh..wh..opq`), since the
+/// staging directory may lie on a filesystem that refuses whiteout devices or `user.*`
+/// xattrs (a container's overlayfs root does both); the layer the overlay mounts holds the
+/// real ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marks {
+    /// From an upper layer to the staging directory.
+    Encode,
+    /// From the staging directory to an upper layer.
+    Decode,
+}
+
+const WH_PREFIX: &[u8] = b".wh.";
+const WH_OPAQUE: &str = ".wh..wh..opq";
+
+/// Copy an overlayfs upper layer: directories (with their opaque marks), files (set-ID bits
+/// dropped), links, whiteouts; FIFOs, sockets and devices are left out. The marks are turned
+/// into plain files or back, by `marks`.
+fn copy_layer(from: &Tree, to: &Tree, depth: usize, marks: Marks) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
     if depth >= MAX_DEPTH {
         return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
     }
@@ -126,24 +147,44 @@ fn copy_layer(from: &Tree, to: &Tree, depth: usize) -> std::io::Result<()> {
         let Some(st) = from.stat(&name)? else {
             continue;
         };
+        let bytes = name.as_bytes();
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => {
                 to.make_dir(&name, st.st_mode & 0o1777)?;
                 let (sub_from, sub_to) = (from.child(&name)?, to.child(&name)?);
-                for a in OPAQUE {
-                    if sub_from.xattr(a).as_deref() == Some(b"y") {
-                        // Only where the filesystem takes user xattrs (tmpfs: Linux 6.6).
-                        let _ = sub_to.set_xattr(a, b"y");
-                    }
+                let opaque = OPAQUE
+                    .iter()
+                    .any(|a| sub_from.xattr(a).as_deref() == Some(b"y"));
+                if opaque && marks == Marks::Encode {
+                    sub_to.put_bytes(OsStr::new(WH_OPAQUE), b"", 0o600)?;
                 }
-                copy_layer(&sub_from, &sub_to, depth + 1)?;
+                copy_layer(&sub_from, &sub_to, depth + 1, marks)?;
+            }
+            libc::S_IFREG if marks == Marks::Decode && bytes == WH_OPAQUE.as_bytes() => {
+                // The upper layer is a tmpfs of Linux 6.6+ (user xattrs); elsewhere the
+                // directory merges with the one below, as it did before the mark.
+                let _ = to.set_xattr(OPAQUE[0], b"y");
+            }
+            libc::S_IFREG if marks == Marks::Decode && bytes.starts_with(WH_PREFIX) => {
+                let hidden = OsStr::from_bytes(&bytes[WH_PREFIX.len()..]);
+                let plain = !matches!(hidden.as_bytes(), b"" | b"." | b"..");
+                if plain && to.stat(hidden)?.is_none() {
+                    to.put_whiteout(hidden)?;
+                }
             }
             libc::S_IFREG => {
                 let mut data = from.open_file(&name)?;
                 to.put_file(&name, &mut data, st.st_mode & 0o1777, &st)?;
             }
             libc::S_IFLNK => to.put_link(&name, &from.read_link(&name)?)?,
-            _ if is_whiteout(&st) => to.put_whiteout(&name)?,
+            _ if is_whiteout(&st) => match marks {
+                Marks::Encode => {
+                    let mut marked = WH_PREFIX.to_vec();
+                    marked.extend_from_slice(bytes);
+                    to.put_bytes(OsStr::from_bytes(&marked), b"", 0o600)?;
+                }
+                Marks::Decode => to.put_whiteout(&name)?,
+            },
             _ => {}
         }
     }
@@ -153,4 +194,58 @@ fn copy_layer(from: &Tree, to: &Tree, depth: usize) -> std::io::Result<()> {
 /// overlayfs marks a removed entry with a character device 0:0.
 fn is_whiteout(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A saved layer holds no whiteout device and no xattr (a container's overlayfs root takes
+    /// neither), and comes back as the layer it was.
+    #[test]
+    fn a_saved_layer_holds_its_marks_as_plain_files() {
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("overlay-marks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        for d in ["upper/replaced", "staging", "back"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::fs::write(base.join("upper/replaced/new.txt"), "new\n").unwrap();
+        let t = |p: &str| Tree::open(&base.join(p)).unwrap();
+        let upper = t("upper");
+        if upper.put_whiteout(OsStr::new("gone.txt")).is_err()
+            || upper
+                .child(OsStr::new("replaced"))
+                .unwrap()
+                .set_xattr(OPAQUE[0], b"y")
+                .is_err()
+        {
+            eprintln!("skipped: this filesystem takes no whiteout or user xattr");
+            return;
+        }
+        copy_layer(&upper, &t("staging"), 0, Marks::Encode).unwrap();
+        let staged = |p: &str| std::fs::symlink_metadata(base.join("staging").join(p));
+        assert!(staged(".wh.gone.txt").unwrap().is_file());
+        assert!(staged("gone.txt").is_err());
+        assert!(staged("replaced/.wh..wh..opq").unwrap().is_file());
+        assert_eq!(
+            t("staging")
+                .child(OsStr::new("replaced"))
+                .unwrap()
+                .xattr(OPAQUE[0]),
+            None
+        );
+        copy_layer(&t("staging"), &t("back"), 0, Marks::Decode).unwrap();
+        let back = t("back");
+        assert!(is_whiteout(
+            &back.stat(OsStr::new("gone.txt")).unwrap().unwrap()
+        ));
+        assert!(back.stat(OsStr::new(".wh.gone.txt")).unwrap().is_none());
+        let replaced = back.child(OsStr::new("replaced")).unwrap();
+        assert_eq!(replaced.xattr(OPAQUE[0]).as_deref(), Some(&b"y"[..]));
+        assert!(replaced.stat(OsStr::new(WH_OPAQUE)).unwrap().is_none());
+        assert!(replaced.stat(OsStr::new("new.txt")).unwrap().is_some());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

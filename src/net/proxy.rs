@@ -466,7 +466,7 @@ impl Shared {
                 warned.insert(h)
             } else {
                 if warned.insert(OVERFLOW.to_string()) && self.config.warn {
-                    eprintln!("sandbox-run: network: {MAX_LOG} hosts denied; further denials are not printed (the report counts them)");
+                    crate::sink::line(&format!("sandbox-run: network: {MAX_LOG} hosts denied; further denials are not printed (the report counts them)"));
                 }
                 false
             }
@@ -477,10 +477,11 @@ impl Shared {
             } else {
                 d.reason.clone()
             };
-            eprintln!(
+            // never waiting for a caller that does not read stderr (see `crate::sink::line`)
+            crate::sink::line(&format!(
                 "sandbox-run: network: denied {what} {host}:{port} ({reason}; {})",
                 d.fix
-            );
+            ));
         }
     }
 

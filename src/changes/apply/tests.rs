@@ -13,10 +13,14 @@ enum N {
 }
 use N::{D, F, L};
 
+/// `target/changes-apply-NAME-PID`, or under `$SANDBOX_RUN_TEST_TMP` (an unprivileged
+/// user's run: the permission failures only show there).
 fn scratch(name: &str) -> PathBuf {
-    let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+    let top = std::env::var_os("SANDBOX_RUN_TEST_TMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let base = std::fs::canonicalize(top)
         .unwrap()
-        .join("target")
         .join(format!("changes-apply-{name}-{}", std::process::id()));
     wipe(&base);
     std::fs::create_dir_all(&base).unwrap();
@@ -277,6 +281,42 @@ fn every_kind_of_entry_is_applied() {
         std::fs::metadata(s.repo.join("mod.txt")).unwrap(),
     );
     assert_eq!(a.modified().unwrap(), b.modified().unwrap());
+}
+
+/// A filesystem without RENAME_EXCHANGE and RENAME_NOREPLACE: the same result, and a
+/// failure at any step of the swap still rolls back whole.
+#[test]
+fn without_the_rename_flags_it_falls_back_and_still_rolls_back() {
+    let s = Setup::new("oldfs");
+    let want = expected(&s.base);
+    let cs = changeset(&s.repo);
+    let o = s.apply(
+        &cs,
+        &Faults {
+            old_fs: true,
+            ..Faults::default()
+        },
+    );
+    assert_eq!((o.applied, o.error), (Applied::All, None));
+    assert_eq!(snapshot(&s.repo), want);
+    s.reset();
+    let before = snapshot(&s.repo);
+    for n in 0.. {
+        s.reset();
+        let o = s.apply(
+            &cs,
+            &Faults {
+                swap: Some(n),
+                old_fs: true,
+                ..Faults::default()
+            },
+        );
+        if o.applied == Applied::All {
+            break;
+        }
+        assert_eq!(o.applied, Applied::None, "step {n}: {o:?}");
+        assert_eq!(snapshot(&s.repo), before, "step {n}");
+    }
 }
 
 #[test]
