@@ -625,6 +625,8 @@ impl Runner<'_> {
             }
             None => None,
         };
+        // A large disk cap: the repo's layer on disk, in a dir of this run's (gone when we return).
+        let _layer = crate::layers::disk::prepare(&mut plan, host.kernel).map_err(Fail::usage)?;
         if plan.repo_mode != crate::profile::RepoMode::Ro {
             crate::workspace::warn_foreign_owner(
                 &self.ws.repo,
@@ -734,10 +736,14 @@ impl Runner<'_> {
                 crate::units::Duration(self.options.timeout)
             );
         }
+        if let Some(c) = &finished.disk_stopped {
+            eprintln!("{}", crate::layers::disk::stopped_line(c, &plan));
+        }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         result.repo_changes = self.way_back(cmd, &plan, &finished);
         let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
-        if full_at_end && !result.limits_hit.contains(&"disk") {
+        let hit = finished.disk_stopped.is_some() || full_at_end;
+        if hit && !result.limits_hit.contains(&"disk") {
             result.limits_hit.push("disk");
         }
         if finished.disk_full {
@@ -776,9 +782,20 @@ impl Runner<'_> {
         if !crate::layers::overlay::kept(&plan.mounts) {
             return None;
         }
+        if let Some(o) = &f.disk_stopped {
+            // past its cap: nothing of it is applied (the line above said so)
+            return Some(RepoChanges {
+                disk_used_bytes: o.count.bytes,
+                disk_used_files: o.count.files,
+                disk_full: true,
+                applied: Some(crate::changes::Applied::None),
+                error: Some("the command went past [limits] disk".into()),
+                ..RepoChanges::default()
+            });
+        }
         let Some(layer) = &f.layer else {
             // The sandbox never handed its layer over: it failed to start, or its init died.
-            if f.failure.is_none() {
+            if f.failure.is_none() && f.disk_stopped.is_none() {
                 eprintln!("sandbox-run: repo: the sandbox ended before it handed its changes over; nothing was applied");
             }
             return Some(RepoChanges {

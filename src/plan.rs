@@ -50,6 +50,11 @@ pub struct Plan {
     /// That scratch dir (holding `home` and `tmp`), created by [`build`] for a run without
     /// namespaces; the caller removes it after the run ([`remove_scratch`]).
     pub scratch: Option<PathBuf>,
+    /// A large `[limits] disk`: the host directory that holds the kept layer's upper and work
+    /// dirs instead of a tmpfs ([`crate::layers::disk::LayerDir`], made by the caller after
+    /// [`build`]).
+    #[serde(default)]
+    pub layer_dir: Option<PathBuf>,
     pub home: PathBuf,
     /// `home = "persist"`: the host directory kept as `$HOME` ([`crate::home`]).
     #[serde(default)]
@@ -195,7 +200,9 @@ fn repo_mode_for(profile: RepoMode, o: &Overrides) -> Result<RepoMode, String> {
 /// needs overlayfs to mark a directory removed and made anew (an "opaque" directory) in a
 /// `user.*` extended attribute of the tmpfs under it, which tmpfs has since Linux 6.6. Before
 /// that, `rm -r dir && mkdir dir` would fail inside with EIO, so the repo is bound as it is and
-/// the report lists `disk` under `degraded`.
+/// the report lists `disk` under `degraded`. A cap larger than
+/// [`crate::layers::disk::IN_MEMORY_MAX`] puts the layer on disk (ext4, xfs, btrfs take user
+/// xattrs on any kernel with overlayfs in user namespaces), so it is kept there too.
 /// The first kernel whose tmpfs takes the `user.*` extended attributes that overlayfs needs
 /// in a user namespace to mark a directory replaced whole.
 pub const LAYER_KERNEL: (u32, u32) = (6, 6);
@@ -207,7 +214,8 @@ fn disk_cap(
     degraded: &mut Vec<String>,
 ) -> Option<u64> {
     let cap = profile.limits.disk.0?;
-    if mode == RepoMode::Rw && host.kernel < LAYER_KERNEL {
+    let on_disk = cap > crate::layers::disk::IN_MEMORY_MAX;
+    if mode == RepoMode::Rw && host.kernel < LAYER_KERNEL && !on_disk {
         degraded.push("disk".into());
         return None;
     }
@@ -622,6 +630,7 @@ pub fn build(
         root_inside: profile.process.uid_inside,
         namespaces,
         scratch,
+        layer_dir: None,
         home,
         home_kept,
         gitconfig: crate::home::gitconfig_text(&crate::home::git_identity(

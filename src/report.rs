@@ -343,7 +343,9 @@ pub fn ran(
         ok: status == Status::Ok,
         status,
         exit_code: code,
-        signal: signal.or(f.interrupted),
+        signal: signal
+            .or(f.interrupted)
+            .or(f.disk_stopped.filter(|o| o.stopped).map(|_| libc::SIGKILL)),
         duration_ms: f.duration.as_millis() as u64,
         cpu_user_ms: usage.cpu_user_usec.map(|u| u / 1000),
         cpu_system_ms: usage.cpu_system_usec.map(|u| u / 1000),
@@ -374,7 +376,10 @@ fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
         Status::Oom
     } else if f.lost.is_some() {
         Status::SandboxError
-    } else if signal.is_some() || f.interrupted.is_some() {
+    } else if signal.is_some()
+        || f.interrupted.is_some()
+        || f.disk_stopped.is_some_and(|o| o.stopped)
+    {
         Status::Signaled
     } else if code == 0 {
         Status::Ok

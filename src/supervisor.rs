@@ -118,6 +118,9 @@ pub struct Finished {
     pub disk_full: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
+    /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what
+    /// it held then ([`crate::layers::disk::Budget`]).
+    pub disk_stopped: Option<crate::layers::disk::Over>,
 }
 
 /// What ended a sandbox that sent back neither the workload's status nor a failed step:
@@ -451,8 +454,22 @@ pub fn run(
     let mut terminating = false;
     let mut hand_over_until: Option<Instant> = None;
     let mut exited = false;
+    // A repo layer on disk: its cap is watched while the command runs.
+    let mut budget = match (
+        &plan.layer_dir,
+        crate::layers::overlay::disk_size(&plan.mounts),
+    ) {
+        (Some(dir), Some(cap)) => Some(
+            crate::layers::disk::Budget::new(dir, cap)
+                .map_err(|e| format!("the repo's layer {}: {e}", dir.display()))?,
+        ),
+        _ => None,
+    };
     while !exited {
-        let wait = deadline.saturating_duration_since(Instant::now());
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(b) = &budget {
+            wait = wait.min(b.due().saturating_duration_since(Instant::now()));
+        }
         let timeout = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
             .unwrap_or(PollTimeout::MAX);
         let mut fds = vec![
@@ -505,6 +522,18 @@ pub fn run(
                     err.flush();
                 });
             if f.handing && !was_handing {
+                // The sandbox is gone: a last exact count of the layer, for what was written
+                // after the last check.
+                if let Some(count) = budget.as_mut().and_then(|b| {
+                    let c = b.walk();
+                    b.over(c)
+                }) {
+                    f.disk_stopped = Some(crate::layers::disk::Over {
+                        count,
+                        stopped: false,
+                    });
+                }
+                budget = None;
                 // The sandbox is gone: what stage 2 does now is bounded by the hand-over's
                 // own time, not by the timeout, the kill grace or a signal to us.
                 hand_over_until = Some(Instant::now() + HAND_OVER);
@@ -516,6 +545,28 @@ pub fn run(
                 terminating = true;
                 deadline = Instant::now() + o.kill_grace;
             }
+        }
+        if let Some(b) = budget.as_mut().filter(|_| !terminating && !f.handing) {
+            if let Some(c) = b.check() {
+                // Past the cap: stopped at once, as the timeout's escalation does (the way back
+                // gets nothing: a run cut part-way is not applied).
+                // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                if let Some(leaf) = leaf {
+                    let _ = leaf.kill();
+                }
+                f.disk_stopped = Some(crate::layers::disk::Over {
+                    count: c,
+                    stopped: true,
+                });
+                budget = None;
+                terminating = true;
+                deadline = Instant::now() + Duration::from_secs(3600);
+            }
+        }
+        if n == 0 && Instant::now() < deadline {
+            // a look at the layer's budget, not the deadline
+            continue;
         }
         if n == 0 {
             // The deadline: first the timeout itself, later the end of the grace period.
@@ -636,7 +687,12 @@ pub fn run(
         }
     }
     f.spawned_to_end = spawned.elapsed();
-    if f.status.is_none() && f.failure.is_none() && !f.timed_out && f.interrupted.is_none() {
+    if f.status.is_none()
+        && f.failure.is_none()
+        && !f.timed_out
+        && f.interrupted.is_none()
+        && !f.disk_stopped.is_some_and(|o| o.stopped)
+    {
         // Not a failed step (it used to read `fork: No child processes`): say what ended the
         // sandbox; the report's status comes from the cgroup's OOM count and this.
         f.lost = Some(match stage2 {
@@ -831,6 +887,9 @@ pub fn exit_code(f: &Finished) -> i32 {
     }
     if let Some(sig) = f.interrupted {
         return 128 + sig;
+    }
+    if f.disk_stopped.is_some_and(|o| o.stopped) {
+        return 128 + libc::SIGKILL;
     }
     let oom = oom_hit(f);
     match f.status {

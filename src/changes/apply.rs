@@ -60,7 +60,14 @@ impl Outcome {
 /// Apply the accepted entries of `cs`, reading the new content from `sources` (one tree per
 /// root: a run's upper layer or a kept changeset's tree) into `targets` (the real roots).
 pub fn apply(cs: &Changeset, sources: &[Tree], targets: &[Tree]) -> Outcome {
-    apply_with(cs, sources, targets, &Faults::default())
+    apply_with(cs, sources, targets, &Faults::default(), false)
+}
+
+/// [`apply`] from a run's layer, which is thrown away afterwards: a file whose source is on
+/// its target's filesystem is moved in by rename instead of copied ([`fs::move_file`]: the
+/// same mode, attributes and times as a copy); the rollback moves it back.
+pub fn apply_moving(cs: &Changeset, sources: &[Tree], targets: &[Tree]) -> Outcome {
+    apply_with(cs, sources, targets, &Faults::default(), true)
 }
 
 /// Failure injection for the tests: the step (0-based) of each phase that fails as if the
@@ -108,6 +115,17 @@ struct Item<'a> {
 
 /// One step done, and how to undo it.
 enum Done {
+    /// A file moved from the source (its entry's path under the root's source) to `below`
+    /// under `parent` (the temporary name, and the path inside it for a file in a new
+    /// directory): moved back (else removed). Paths, not fds: a tree of thousands of files
+    /// must not hold thousands of fds.
+    Moved {
+        parent: Rc<OwnedFd>,
+        below: Vec<OsString>,
+        root: usize,
+        src: PathBuf,
+        at: (usize, PathBuf),
+    },
     /// A new thing under a temporary name: removed.
     Temp {
         parent: Rc<OwnedFd>,
@@ -162,6 +180,8 @@ struct Ctx<'a> {
     sources: &'a [Tree],
     targets: &'a [Tree],
     faults: &'a Faults,
+    /// Per root: files may be moved in from the source by rename.
+    moving: Vec<bool>,
     written: u64,
     removed: u64,
     /// Steps of the current phase so far (for [`Faults`]).
@@ -304,13 +324,22 @@ impl<'a> Ctx<'a> {
         injected(at, n)
     }
 
-    /// Make the new thing of `e` as `name` in the directory `dirfd`.
-    fn make(&mut self, e: &Entry, dirfd: i32, name: &OsStr) -> io::Result<()> {
+    /// Make the new thing of `e` as `name` in the directory `dirfd`. A file moved from the
+    /// source: its source directory and name, for the rollback.
+    fn make(&mut self, e: &Entry, dirfd: i32, name: &OsStr) -> io::Result<bool> {
         let src = self.sources[e.root].raw_fd();
         let comps = fs::components(&e.path)?;
         let sdir = fs::walk_dir(src, &comps[..comps.len() - 1])?;
         let sname = comps[comps.len() - 1];
         match e.what {
+            What::File if self.moving.get(e.root) == Some(&true) => {
+                if let Some(n) = fs::move_file(sdir.as_raw_fd(), sname, dirfd, name, e.mode)? {
+                    self.written += n;
+                    return Ok(true);
+                }
+                let mut f = fs::open_regular(sdir.as_raw_fd(), sname)?;
+                self.written += fs::copy_file(dirfd, name, &mut f, e.mode)?;
+            }
             What::File => {
                 let mut f = fs::open_regular(sdir.as_raw_fd(), sname)?;
                 self.written += fs::copy_file(dirfd, name, &mut f, e.mode)?;
@@ -328,7 +357,7 @@ impl<'a> Ctx<'a> {
             What::Dir => fs::mkdir(dirfd, name)?,
             What::Special => return Err(io::Error::from_raw_os_error(libc::EPERM)),
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Phase 1 for one item: its new thing under a temporary name (a directory with
@@ -342,13 +371,24 @@ impl<'a> Ctx<'a> {
             .map_err(|err| self.fail("naming a temporary copy of", e.root, &e.path, err))?;
         let dirfd = it.parent.as_raw_fd();
         let fault = self.faults.prepare;
-        self.step(fault)
+        let moved = self
+            .step(fault)
             .and_then(|()| self.make(e, dirfd, &tmp))
             .map_err(|err| self.fail("writing a copy of", e.root, &e.path, err))?;
-        done.push(Done::Temp {
-            parent: it.parent.clone(),
-            tmp: tmp.clone(),
-            at: (e.root, it.parent_rel.join(&tmp)),
+        let at = (e.root, it.parent_rel.join(&tmp));
+        done.push(match moved {
+            true => Done::Moved {
+                parent: it.parent.clone(),
+                below: vec![tmp.clone()],
+                root: e.root,
+                src: e.path.clone(),
+                at,
+            },
+            false => Done::Temp {
+                parent: it.parent.clone(),
+                tmp: tmp.clone(),
+                at,
+            },
         });
         if e.what != What::Dir {
             return Ok(Some(tmp));
@@ -376,9 +416,23 @@ impl<'a> Ctx<'a> {
                 }
             };
             let name = c.path.file_name().unwrap_or_default();
-            self.step(fault)
+            let moved = self
+                .step(fault)
                 .and_then(|()| self.make(c, pfd, name))
                 .map_err(|err| self.fail("writing a copy of", c.root, &c.path, err))?;
+            if moved {
+                // moved back before the new directory is removed (undone in reverse order)
+                let inside = c.path.strip_prefix(&e.path).unwrap_or(&c.path);
+                done.push(Done::Moved {
+                    parent: it.parent.clone(),
+                    below: std::iter::once(tmp.clone())
+                        .chain(inside.iter().map(OsStr::to_os_string))
+                        .collect(),
+                    root: c.root,
+                    src: c.path.clone(),
+                    at: (c.root, c.path.clone()),
+                });
+            }
             if c.what == What::Dir {
                 let fd = fs::open_at(pfd, name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
                     .map_err(|err| self.fail("opening the new directory", c.root, &c.path, err))?;
@@ -406,10 +460,44 @@ impl<'a> Ctx<'a> {
         for (n, d) in done.into_iter().rev().enumerate() {
             let fault = injected(self.faults.undo, n);
             match d {
+                Done::Moved {
+                    parent,
+                    below,
+                    root,
+                    src,
+                    at,
+                } => {
+                    if below.len() == 1 && keep.contains(&(parent.as_raw_fd(), below[0].clone())) {
+                        // it holds the old content of an exchange that stayed
+                        left.push(at);
+                        continue;
+                    }
+                    let n = below.len();
+                    let back = fault.and_then(|()| {
+                        let names: Vec<&OsStr> = below.iter().map(OsString::as_os_str).collect();
+                        let to = fs::walk_dir(parent.as_raw_fd(), &names[..n - 1])?;
+                        let comps = fs::components(&src)?;
+                        let from =
+                            fs::walk_dir(self.sources[root].raw_fd(), &comps[..comps.len() - 1])?;
+                        fs::rename_between(
+                            to.as_raw_fd(),
+                            &below[n - 1],
+                            from.as_raw_fd(),
+                            comps[comps.len() - 1],
+                            libc::RENAME_NOREPLACE,
+                        )
+                    });
+                    // else removed with the rest (a file in a new directory goes with it)
+                    if back.is_err()
+                        && n == 1
+                        && fs::remove_all(parent.as_raw_fd(), &below[0]).is_err()
+                    {
+                        left.push(at);
+                    }
+                }
                 Done::Temp { parent, tmp, at } => {
-                    // kept: it holds the old content of a path left changed
-                    let kept = keep.contains(&(parent.as_raw_fd(), tmp.clone()));
-                    if kept
+                    // kept: it holds the old content of an exchange that stayed
+                    if keep.contains(&(parent.as_raw_fd(), tmp.clone()))
                         || fault
                             .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
                             .is_err()
@@ -479,12 +567,28 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn apply_with(cs: &Changeset, sources: &[Tree], targets: &[Tree], faults: &Faults) -> Outcome {
+fn apply_with(
+    cs: &Changeset,
+    sources: &[Tree],
+    targets: &[Tree],
+    faults: &Faults,
+    moving: bool,
+) -> Outcome {
+    // A new directory is built holding an fd per directory inside it (a node_modules: a few
+    // thousand): the soft fd limit (often 1024) up to the hard one.
+    fs::raise_nofile();
+    let dev = |t: &Tree| fs::fstat(t.raw_fd()).map(|st| st.st_dev).ok();
+    let moving = sources
+        .iter()
+        .zip(targets)
+        .map(|(s, t)| moving && dev(s).is_some() && dev(s) == dev(t))
+        .collect();
     let mut ctx = Ctx {
         cs,
         sources,
         targets,
         faults,
+        moving,
         written: 0,
         removed: 0,
         steps: std::cell::Cell::new(0),

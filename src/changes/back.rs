@@ -86,9 +86,15 @@ pub struct Meta {
 
 /// The way back for one run: `layer` is the disk layer stage 2 handed over.
 pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -> RepoChanges {
-    let disk = match layer.try_clone() {
-        Ok(fd) => Tree::from_fd(fd),
-        Err(e) => return failed(format!("the run's layer: {e}")),
+    // A layer on disk is opened where it lies on the host, not through stage 2's bind of it:
+    // a rename never crosses mounts, even within one filesystem.
+    let disk = match (&plan.layer_dir, layer.try_clone()) {
+        (Some(dir), _) => match Tree::open(dir) {
+            Ok(t) => t,
+            Err(e) => return failed(format!("the run's layer {}: {e}", dir.display())),
+        },
+        (None, Ok(fd)) => Tree::from_fd(fd),
+        (None, Err(e)) => return failed(format!("the run's layer: {e}")),
     };
     let (used, files, full) = crate::layers::overlay::usage(&disk);
     let mut out = RepoChanges {
@@ -198,8 +204,9 @@ pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -
                 }
             };
             let (uid, gid) = (plan.ids.uid, plan.ids.gid);
-            let outcome =
-                super::owner::run_as(uid, gid, || super::apply::apply(&cs, &sources, &targets));
+            let outcome = super::owner::run_as(uid, gid, || {
+                super::apply::apply_moving(&cs, &sources, &targets)
+            });
             match outcome {
                 Ok(o) => {
                     if o.applied == Applied::All {

@@ -341,3 +341,114 @@ pub fn sync_dir(dirfd: RawFd) {
         }
     }
 }
+
+/// `renameat2` between two directories, plain names, `flags` as in [`rename`].
+pub fn rename_between(
+    from_dir: RawFd,
+    from: &OsStr,
+    to_dir: RawFd,
+    to: &OsStr,
+    flags: u32,
+) -> io::Result<()> {
+    let (a, b) = (cname(from)?, cname(to)?);
+    // SAFETY: renameat2 between directory fds with plain NUL-terminated names; a rename
+    // follows no link.
+    check(unsafe { libc::renameat2(from_dir, a.as_ptr(), to_dir, b.as_ptr(), flags) })
+}
+
+/// The names of the extended attributes of the open file `fd`.
+fn xattr_names(fd: RawFd) -> io::Result<Vec<CString>> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: flistxattr into a buffer of the given length.
+        let n = unsafe { libc::flistxattr(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            break;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ERANGE) if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            Some(libc::ENOTSUP) => return Ok(Vec::new()),
+            _ => return Err(e),
+        }
+    }
+    Ok(buf
+        .split(|b| *b == 0)
+        .filter(|n| !n.is_empty())
+        .filter_map(|n| CString::new(n).ok())
+        .collect())
+}
+
+/// Move the regular file `sname` of `sdir` (a run's upper layer) to the new name `name` of
+/// `dirfd` by rename, as [`copy_file`] would have made it: every extended attribute but
+/// `user.*` removed (never `user.overlay.*`; ACLs and `security.*` go too), `mode` (set-ID bits
+/// never), times kept. `Ok(None)` when it cannot be moved so (another filesystem, a hard link,
+/// an attribute that cannot be removed, a directory it may not leave): the caller copies it.
+/// Returns the file's length.
+pub fn move_file(
+    sdir: RawFd,
+    sname: &OsStr,
+    dirfd: RawFd,
+    name: &OsStr,
+    mode: u32,
+) -> io::Result<Option<u64>> {
+    let Ok(f) = open_regular(sdir, sname) else {
+        return Ok(None);
+    };
+    let st = fstat(f.as_raw_fd())?;
+    if st.st_nlink != 1 {
+        return Ok(None);
+    }
+    let Ok(names) = xattr_names(f.as_raw_fd()) else {
+        return Ok(None);
+    };
+    for n in names {
+        let b = n.as_bytes();
+        if b.starts_with(b"user.") && !b.starts_with(b"user.overlay.") {
+            continue;
+        }
+        // SAFETY: fremovexattr of a NUL-terminated name on an fd we own.
+        if unsafe { libc::fremovexattr(f.as_raw_fd(), n.as_ptr()) } != 0 {
+            return Ok(None);
+        }
+    }
+    // SAFETY: fchmod of an fd we own.
+    if unsafe { libc::fchmod(f.as_raw_fd(), mode & 0o1777) } != 0 {
+        return Ok(None);
+    }
+    match rename_between(sdir, sname, dirfd, name, libc::RENAME_NOREPLACE) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EXDEV | libc::EACCES | libc::EPERM)
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    }
+    // what arrived is the inode made clean above
+    match lstat_at(dirfd, name)? {
+        Some(now) if now.st_dev == st.st_dev && now.st_ino == st.st_ino => {
+            Ok(Some(st.st_size as u64))
+        }
+        _ => Err(io::Error::other("the moved file changed on the way")),
+    }
+}
+
+/// Raise the soft limit on open fds to the hard one. Best effort.
+pub fn raise_nofile() {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 && rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+        }
+    }
+}

@@ -92,7 +92,7 @@ pub mod apply;
 pub mod back;
 pub mod command;
 pub mod diff;
-mod fsops;
+pub(crate) mod fsops;
 pub mod owner;
 pub mod refname;
 pub mod scan;

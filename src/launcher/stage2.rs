@@ -181,7 +181,8 @@ fn run(plan: &Plan) -> Result<i32, StepError> {
     let carry =
         overlay::Carry::open(&plan.mounts).map_err(|e| StepError::new(Step::CopyBack, e))?;
     let disk = if plan.namespaces {
-        mounts::scratch(overlay::disk_size(&plan.mounts))?.map(Tree::from_fd)
+        mounts::scratch(overlay::disk_size(&plan.mounts), plan.layer_dir.as_deref())?
+            .map(Tree::from_fd)
     } else {
         None
     };

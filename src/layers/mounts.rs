@@ -415,7 +415,29 @@ fn merged_path(root: usize) -> PathBuf {
 /// pid 1, in the mount namespace they share, so that stage 2 keeps the disk layer (the fd
 /// returned) once pid 1's pivots have detached the scratch root, and hands it to the
 /// supervisor's way back ([`crate::changes`]) when the sandbox is gone.
-pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
+///
+/// With `on_disk` (a large cap, [`crate::layers::disk`]), the disk layer is that host
+/// directory instead, bound in: the bytes written go to disk, not to memory, and the cap is a
+/// budget the supervisor watches.
+pub fn scratch(
+    disk: Option<u64>,
+    on_disk: Option<&Path>,
+) -> Result<Option<std::os::fd::OwnedFd>, StepError> {
+    // Opened before the scratch tmpfs covers BASE (the dir may lie under the host's /tmp),
+    // without following a link (its path is canonical), and it must be ours (stage 2 runs as
+    // the sandbox's user here, who owns it).
+    let on_disk = match on_disk {
+        Some(dir) => {
+            let t = crate::hostfs::Tree::open(dir).map_err(io_err(Step::MountOverlay))?;
+            let st =
+                crate::changes::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
+            if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o077 != 0 {
+                return Err(StepError::new(Step::MountOverlay, libc::EPERM));
+            }
+            Some(t)
+        }
+        None => None,
+    };
     mount(
         Some("tmpfs"),
         BASE,
@@ -432,6 +454,15 @@ pub fn scratch(disk: Option<u64>) -> Result<Option<std::os::fd::OwnedFd>, StepEr
     };
     let at = under(BASE, Path::new(DISK));
     std::fs::create_dir(&at).map_err(io_err(Step::MountOverlay))?;
+    if let Some(dir) = on_disk {
+        // `upper` and `work` are there already (made by the supervisor, for this user)
+        let none: Option<&str> = None;
+        let src = format!("/proc/self/fd/{}", dir.raw_fd());
+        mount(Some(src.as_str()), &at, none, MsFlags::MS_BIND, none)
+            .map_err(err(Step::MountOverlay))?;
+        let dir = std::fs::File::open(&at).map_err(io_err(Step::MountOverlay))?;
+        return Ok(Some(dir.into()));
+    }
     let opts = format!(
         "size={size},nr_inodes={},mode=0755",
         (size / 4096).max(1024)

@@ -1,14 +1,16 @@
-//! The read-write repo's layer: a copy-on-write overlay whose upper layer is a tmpfs of
-//! `[limits] disk` bytes (and a file per 4 KiB), the run's **disk layer**. What the command
+//! The read-write repo's layer: a copy-on-write overlay whose upper layer is the run's **disk
+//! layer**: a directory on disk for a cap above [`crate::layers::disk::IN_MEMORY_MAX`]
+//! ([`crate::layers::disk`]: the cap is a budget the supervisor watches), else a tmpfs of
+//! `[limits] disk` bytes (and a file per 4 KiB). What the command
 //! changes lands there and nowhere else; once the sandbox is gone, stage 2 hands the disk layer
 //! to the supervisor, whose way back ([`crate::changes`]) lists every change, refuses what
 //! must never reach the host, and applies the rest all or nothing, keeps it for review, or
 //! throws it away.
 //!
-//! Why a tmpfs (measured, see profiles/README.md): its `size=` and `nr_inodes=` are a hard cap
-//! on bytes and files that works rootless and on any filesystem; project quotas need root, a
-//! filesystem built with them (this host's ext4 is not) and cannot be set from a user
-//! namespace.
+//! Why a tmpfs for small caps and disk for large ones (measured, see docs/performance.md, "Big
+//! writes"): a tmpfs's `size=` and `nr_inodes=` are a hard cap on bytes and files that works
+//! rootless, but its pages are the sandbox's memory; project quotas need root, a filesystem
+//! built with them (this host's ext4 is not) and cannot be set from a user namespace.
 //!
 //! Parent half: [`crate::layers::mounts::plan`] turns a read-write repo into a kept overlay
 //! (and each git dir outside it into one more). Child halves: stage 2 makes the disk layer
@@ -46,6 +48,11 @@ pub fn disk_size(ops: &[Op]) -> Option<u64> {
 
 /// How full the disk layer got: bytes used, files used, and whether the cap was reached.
 pub fn usage(disk: &Tree) -> (u64, u64, bool) {
+    if !crate::layers::disk::on_tmpfs(disk.raw_fd()) {
+        // on disk: counted; past the cap the supervisor stopped the run
+        let c = crate::layers::disk::count(disk);
+        return (c.bytes, c.files, false);
+    }
     // SAFETY: all-zero is a valid statfs; fstatfs fills it for an fd we own.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: as above.

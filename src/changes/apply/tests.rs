@@ -220,6 +220,8 @@ struct Setup {
     base: PathBuf,
     repo: PathBuf,
     upper: PathBuf,
+    /// Apply as the way back does: files moved in by rename (same filesystem here).
+    moving: std::cell::Cell<bool>,
 }
 
 impl Setup {
@@ -229,6 +231,7 @@ impl Setup {
             repo: base.join("repo"),
             upper: base.join("upper"),
             base,
+            moving: std::cell::Cell::new(false),
         };
         s.reset();
         s
@@ -244,7 +247,7 @@ impl Setup {
     fn apply(&self, cs: &Changeset, faults: &Faults) -> Outcome {
         let src = [Tree::open(&self.upper).unwrap()];
         let dst = [Tree::open(&self.repo).unwrap()];
-        apply_with(cs, &src, &dst, faults)
+        apply_with(cs, &src, &dst, faults, self.moving.get())
     }
 }
 
@@ -334,8 +337,10 @@ fn refused_entries_and_nothing_to_do_change_nothing() {
 fn a_failure_at_any_step_rolls_back_whole() {
     let s = Setup::new("steps");
     let before = snapshot(&s.repo);
+    let upper_before = snapshot(&s.upper);
     let cs = changeset(&s.repo);
-    for phase in [1, 2] {
+    for (phase, moving) in [(1, false), (2, false), (1, true), (2, true)] {
+        s.moving.set(moving);
         let mut n = 0;
         loop {
             s.reset();
@@ -358,6 +363,8 @@ fn a_failure_at_any_step_rolls_back_whole() {
             assert_eq!(o.applied, Applied::None, "phase {phase} step {n}: {o:?}");
             assert!(o.error.unwrap().contains("os error 5"));
             assert_eq!(snapshot(&s.repo), before, "phase {phase} step {n}");
+            // what was moved in went back where it came from
+            assert_eq!(snapshot(&s.upper), upper_before, "phase {phase} step {n}");
             n += 1;
         }
     }
@@ -369,7 +376,8 @@ fn a_failure_at_any_step_rolls_back_whole() {
 fn what_cannot_be_undone_is_reported() {
     let s = Setup::new("partial");
     let cs = changeset(&s.repo);
-    for k in 1.. {
+    for (k, moving) in (1..).flat_map(|k| [(k, false), (k, true)]) {
+        s.moving.set(moving);
         s.reset();
         let o = s.apply(
             &cs,
@@ -523,5 +531,63 @@ fn malformed_changesets_are_refused_before_anything() {
         let o = s.apply(&cs, &Faults::default());
         assert_eq!(o.applied, Applied::None, "{p}");
         assert_eq!(snapshot(&s.repo), before, "{p}");
+    }
+}
+
+/// The way back's apply moves files in by rename when the layer is on the repo's filesystem:
+/// the same result as a copy (modes without set-ID bits, times, only `user.*` attributes and
+/// never `user.overlay.*`), the very inode, nothing left in the layer.
+#[test]
+fn files_are_moved_in_by_rename_with_the_rules_of_a_copy() {
+    let s = Setup::new("moving");
+    s.moving.set(true);
+    let want = expected(&s.base);
+    let new = s.upper.join("new.txt");
+    let setx = |p: &Path, name: &str| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let n = std::ffi::CString::new(name).unwrap();
+        // SAFETY: setxattr of NUL-terminated strings and a 1-byte value.
+        unsafe { libc::setxattr(c.as_ptr(), n.as_ptr(), b"y".as_ptr().cast(), 1, 0) == 0 }
+    };
+    let getx = |p: &Path, name: &str| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let n = std::ffi::CString::new(name).unwrap();
+        let mut b = [0u8; 8];
+        // SAFETY: getxattr into a buffer of the given length.
+        unsafe { libc::getxattr(c.as_ptr(), n.as_ptr(), b.as_mut_ptr().cast(), b.len()) >= 0 }
+    };
+    let user = setx(&new, "user.keep");
+    assert_eq!(user, setx(&new, "user.overlay.origin"));
+    // as root: an attribute only root may set, which must not reach the repo
+    let trusted = setx(&new, "trusted.sbx");
+    // a set-ID bit on the layer's file, and asked for by the entry: never applied
+    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let mut cs = changeset(&s.repo);
+    for e in &mut cs.entries {
+        if e.path == Path::new("new.txt") {
+            e.mode = 0o4600;
+        }
+    }
+    let ino = std::fs::metadata(&new).unwrap();
+    let o = s.apply(&cs, &Faults::default());
+    assert_eq!((o.applied, o.error), (Applied::All, None));
+    assert_eq!(snapshot(&s.repo), want);
+    use std::os::unix::fs::MetadataExt;
+    let got = std::fs::metadata(s.repo.join("new.txt")).unwrap();
+    assert_eq!(
+        (got.dev(), got.ino()),
+        (ino.dev(), ino.ino()),
+        "moved, not copied"
+    );
+    assert_eq!(got.mode() & 0o7777, 0o600);
+    assert_eq!(got.modified().unwrap(), ino.modified().unwrap());
+    let moved = s.repo.join("new.txt");
+    assert_eq!(getx(&moved, "user.keep"), user);
+    assert!(!getx(&moved, "user.overlay.origin"));
+    if trusted {
+        assert!(!getx(&moved, "trusted.sbx"));
+    }
+    for p in ["new.txt", "mod.txt", "newdir/x", "newdir/y/z"] {
+        assert!(!s.upper.join(p).exists(), "{p} is still in the layer");
     }
 }

@@ -1,0 +1,449 @@
+//! The read-write repo's layer on disk: for a `[limits] disk` cap larger than
+//! [`IN_MEMORY_MAX`], the kept overlay's upper and work dirs live in a private directory on the
+//! host ([`LayerDir`]) instead of a tmpfs, so that what a build writes costs disk, not the
+//! sandbox's memory; the cap becomes a budget the supervisor watches ([`Budget`]): past it the
+//! run is stopped. Why (measured): docs/performance.md, "Big writes".
+//!
+//! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk` (STATE: `$XDG_STATE_HOME` or
+//! `~/.local/state` of the user the sandbox runs as, as for kept homes, [`crate::home`]): every
+//! directory reached without following a link, 0700, owned by that user, who is the one
+//! stage 2 mounts the overlay as. The run holds `lock` (`flock`) for its life; the directory is
+//! removed at the end, or by the next run when this one was killed (its lock is then free).
+//! When that directory is on the repo's filesystem (same `st_dev`), the way back moves files
+//! into the repo by rename instead of copying their bytes ([`crate::changes::apply`]).
+//!
+//! **Caps.** Bytes: the blocks the upper dirs take (`st_blocks`, a hard-linked file once);
+//! files: their inodes, one per 4 KiB of the cap (at least 1024), as the tmpfs had. The way
+//! back's scan still refuses what is past the cap by file length, so nothing over it reaches
+//! the repo even when the command wrote between two checks.
+
+use crate::hostfs::Tree;
+use crate::layers::ns::Ids;
+use std::collections::HashSet;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Caps up to this size keep the layer on a tmpfs: the kernel then enforces the cap exactly
+/// (ENOSPC inside) for at most this much memory, where a watched budget could overshoot a
+/// small cap by more than the cap itself between two checks.
+pub const IN_MEMORY_MAX: u64 = 64 << 20;
+
+/// The layer's file cap for a cap of `bytes` (the tmpfs's `nr_inodes`).
+pub fn max_files(bytes: u64) -> u64 {
+    (bytes / 4096).max(1024)
+}
+
+/// Prefix of the run directories this module makes (and sweeps) under `runs/`.
+const PREFIX: &str = "layer-";
+
+/// A run's private layer directory on the host; removed when dropped.
+pub struct LayerDir {
+    /// `runs/layer-<random>`, holding `lock` and `disk`.
+    run: PathBuf,
+    /// `disk`: where stage 2 mounts the overlays' upper and work dirs from.
+    pub disk: PathBuf,
+    /// The layer is on the repo's filesystem: the way back moves files by rename.
+    pub same_fs: bool,
+    _lock: OwnedFd,
+}
+
+fn io(what: &Path, e: impl std::fmt::Display) -> String {
+    format!("repo layer dir {}: {e}", what.display())
+}
+
+impl LayerDir {
+    /// Make a run's layer directory for the user `ids` runs as (see the module's doc), sweeping
+    /// the ones killed runs left. `repo`: to tell whether it is on the repo's filesystem.
+    pub fn make(ids: Ids, repo: &Path) -> Result<LayerDir, String> {
+        let me = nix::unistd::geteuid().as_raw();
+        let (base, mut below) = crate::home::location(
+            ids.uid,
+            me,
+            |k| std::env::var(k).ok(),
+            crate::home::passwd_home(ids.uid),
+            "x",
+        )?;
+        // [..., sandbox-run, home, key] -> [..., sandbox-run, runs]
+        below.truncate(below.len() - 2);
+        below.push("runs".into());
+        let runs = crate::home::ensure(&base, &below, ids.uid, ids.gid)?;
+        let runs_dir = Tree::open(&runs).map_err(|e| io(&runs, e))?;
+        sweep(&runs_dir);
+        let name = format!(
+            "{PREFIX}{}",
+            crate::changes::fsops::random_base32(12).map_err(|e| io(&runs, e))?
+        );
+        let run = runs.join(&name);
+        let n = OsStr::new(&name);
+        mkdir_owned(&runs_dir, n, ids, me).map_err(|e| io(&run, e))?;
+        let made = (|| {
+            let dir = runs_dir.child(n)?;
+            let lock = crate::changes::fsops::open_at(
+                dir.raw_fd(),
+                OsStr::new("lock"),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+                0o600,
+            )?;
+            crate::hostfs::flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
+            mkdir_owned(&dir, OsStr::new("disk"), ids, me)?;
+            let disk = dir.child(OsStr::new("disk"))?;
+            for d in ["upper", "work"] {
+                mkdir_owned(&disk, OsStr::new(d), ids, me)?;
+            }
+            // overlayfs keeps its marks (an opaque directory) in user.* xattrs in a user
+            // namespace: the filesystem must take them.
+            let probe = CString::new("user.sandbox-run.probe").unwrap_or_default();
+            // SAFETY: fsetxattr of a NUL-terminated name and a 1-byte value on our fd.
+            let r = unsafe {
+                libc::fsetxattr(disk.raw_fd(), probe.as_ptr(), b"y".as_ptr().cast(), 1, 0)
+            };
+            if r != 0 {
+                return Err(std::io::Error::other(format!(
+                    "its filesystem takes no user.* extended attributes ({})",
+                    std::io::Error::last_os_error()
+                )));
+            }
+            // SAFETY: as above, removing what we set.
+            unsafe { libc::fremovexattr(disk.raw_fd(), probe.as_ptr()) };
+            let same_fs = match (
+                crate::changes::fsops::fstat(disk.raw_fd()),
+                std::fs::metadata(repo),
+            ) {
+                (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
+                _ => false,
+            };
+            Ok((lock, same_fs))
+        })();
+        match made {
+            Ok((lock, same_fs)) => Ok(LayerDir {
+                disk: run.join("disk"),
+                run,
+                same_fs,
+                _lock: lock,
+            }),
+            Err(e) => {
+                let _ = crate::changes::fsops::remove_all(runs_dir.raw_fd(), n);
+                Err(io(&run, e))
+            }
+        }
+    }
+}
+
+impl Drop for LayerDir {
+    fn drop(&mut self) {
+        let (Some(parent), Some(name)) = (self.run.parent(), self.run.file_name()) else {
+            return;
+        };
+        if let Ok(dir) = Tree::open(parent) {
+            if let Err(e) = crate::changes::fsops::remove_all(dir.raw_fd(), name) {
+                eprintln!(
+                    "sandbox-run: repo layer dir {}: removing it: {e}",
+                    self.run.display()
+                );
+            }
+        }
+    }
+}
+
+/// mkdir 0700, given to `ids` when root makes it for another user.
+fn mkdir_owned(dir: &Tree, name: &OsStr, ids: Ids, me: u32) -> std::io::Result<()> {
+    crate::changes::fsops::mkdir(dir.raw_fd(), name)?;
+    if me != ids.uid {
+        crate::changes::fsops::chown_at(dir.raw_fd(), name, ids.uid, ids.gid)?;
+    }
+    Ok(())
+}
+
+/// Remove the layer dirs of runs that were killed: their lock is free. Best effort.
+fn sweep(runs: &Tree) {
+    let Ok(names) = runs.names() else { return };
+    for n in names {
+        if !n.to_string_lossy().starts_with(PREFIX) {
+            continue;
+        }
+        let Ok(dir) = runs.child(&n) else { continue };
+        let lock =
+            crate::changes::fsops::open_at(dir.raw_fd(), OsStr::new("lock"), libc::O_RDWR, 0);
+        let free = match lock {
+            Ok(l) => crate::hostfs::flock(&l, libc::LOCK_EX | libc::LOCK_NB).is_ok(),
+            // made and killed before its lock existed
+            Err(_) => true,
+        };
+        if free {
+            let _ = crate::changes::fsops::remove_all(runs.raw_fd(), &n);
+        }
+    }
+}
+
+/// What the layer holds: bytes (blocks taken) and files (inodes), and whether some directory
+/// could not be read (the command made it unreadable; counted at the end by the scan's cap).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Count {
+    pub bytes: u64,
+    pub files: u64,
+    pub unreadable: bool,
+}
+
+/// A run that went past its cap: what the layer held, and whether the sandbox was stopped
+/// for it (else it was found at the end, the command having ended by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Over {
+    pub count: Count,
+    pub stopped: bool,
+}
+
+/// Deeper trees are not counted further (the scan refuses them).
+const MAX_DEPTH: usize = 256;
+
+/// Count the layer under `dir` (the disk dir: every upper and work dir), fd by fd, no link
+/// followed, a hard-linked inode once. Entries that vanish meanwhile are skipped.
+pub fn count(dir: &Tree) -> Count {
+    let mut c = Count::default();
+    let mut seen = HashSet::new();
+    if let Ok(st) = crate::changes::fsops::fstat(dir.raw_fd()) {
+        walk(dir.raw_fd(), &st, 0, &mut c, &mut seen);
+    }
+    c
+}
+
+fn walk(fd: i32, st: &libc::stat, depth: usize, c: &mut Count, seen: &mut HashSet<(u64, u64)>) {
+    c.bytes += st.st_blocks as u64 * 512;
+    c.files += 1;
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let Ok(names) = crate::changes::fsops::names(fd) else {
+        c.unreadable = true;
+        return;
+    };
+    for n in names {
+        let Ok(Some(st)) = crate::changes::fsops::lstat_at(fd, &n) else {
+            continue;
+        };
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            match crate::changes::fsops::open_at(fd, &n, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+                Ok(sub) => walk(sub.as_raw_fd(), &st, depth + 1, c, seen),
+                Err(_) => {
+                    c.bytes += st.st_blocks as u64 * 512;
+                    c.files += 1;
+                    c.unreadable = true;
+                }
+            }
+        } else if st.st_nlink <= 1 || seen.insert((st.st_dev, st.st_ino)) {
+            c.bytes += st.st_blocks as u64 * 512;
+            c.files += 1;
+        }
+    }
+}
+
+/// The cap as a budget the supervisor checks while the command runs: a cheap `statfs` of the
+/// layer's filesystem at every [`TICK`] tells when its used blocks grew by more than the room
+/// left at the last exact count ([`count`]); exact counts run then, and at an interval that
+/// keeps their CPU under about 2 % (50 times the last count's time, at least [`TICK`] * 4).
+pub struct Budget {
+    dir: Tree,
+    pub cap_bytes: u64,
+    pub cap_files: u64,
+    /// The filesystem's used bytes at the last exact count, and what the layer held then.
+    fs_used: u64,
+    last: Count,
+    next_walk: Instant,
+    walk_cost: Duration,
+    last_walk: Instant,
+    last_look: Instant,
+}
+
+/// How often the filesystem's usage is looked at.
+pub const TICK: Duration = Duration::from_millis(50);
+
+impl Budget {
+    pub fn new(disk: &Path, cap_bytes: u64) -> std::io::Result<Budget> {
+        let dir = Tree::open(disk)?;
+        let fs_used = fs_used(&dir).unwrap_or(0);
+        Ok(Budget {
+            dir,
+            cap_bytes,
+            cap_files: max_files(cap_bytes),
+            fs_used,
+            last: Count::default(),
+            next_walk: Instant::now() + TICK * 4,
+            walk_cost: Duration::ZERO,
+            last_walk: Instant::now(),
+            last_look: Instant::now(),
+        })
+    }
+
+    /// When the next check is due.
+    pub fn due(&self) -> Instant {
+        self.last_look + TICK
+    }
+
+    /// Look now; `Some(count)` when the layer is past its cap.
+    pub fn check(&mut self) -> Option<Count> {
+        let now = Instant::now();
+        if now < self.last_look + TICK {
+            return None;
+        }
+        self.last_look = now;
+        let grown = fs_used(&self.dir)
+            .map(|u| u.saturating_sub(self.fs_used))
+            .unwrap_or(u64::MAX);
+        let room = self.cap_bytes.saturating_sub(self.last.bytes);
+        // a trigger walks at most every 10 times the walk's cost (10 % in the worst case,
+        // when something else keeps writing to the same filesystem)
+        let triggered = grown > room && now >= self.last_walk + self.walk_cost * 10;
+        if !triggered && now < self.next_walk {
+            return None;
+        }
+        let c = self.walk();
+        self.over(c)
+    }
+
+    /// `c`, when it is past the cap.
+    pub fn over(&self, c: Count) -> Option<Count> {
+        (c.bytes > self.cap_bytes || c.files > self.cap_files).then_some(c)
+    }
+
+    /// An exact count now.
+    pub fn walk(&mut self) -> Count {
+        let t = Instant::now();
+        let before = fs_used(&self.dir).unwrap_or(0);
+        let c = count(&self.dir);
+        self.walk_cost = t.elapsed();
+        self.fs_used = before;
+        self.last = c;
+        self.last_walk = Instant::now();
+        self.next_walk = self.last_walk + (self.walk_cost * 50).max(TICK * 4);
+        c
+    }
+}
+
+/// The used bytes of the filesystem `dir` lies on.
+fn fs_used(dir: &Tree) -> Option<u64> {
+    // SAFETY: all-zero is a valid statfs; fstatfs fills it for an fd we own.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(dir.raw_fd(), &mut s) } != 0 {
+        return None;
+    }
+    Some((s.f_blocks - s.f_bfree) as u64 * s.f_bsize as u64)
+}
+
+/// Is `fd`'s filesystem a tmpfs (the in-memory layer)?
+pub fn on_tmpfs(fd: i32) -> bool {
+    // SAFETY: as in fs_used.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstatfs(fd, &mut s) == 0 && s.f_type == libc::TMPFS_MAGIC }
+}
+
+/// For a plan with a kept layer whose cap is larger than [`IN_MEMORY_MAX`]: make its layer
+/// directory and name it in the plan (the caller keeps the returned guard for the run). When
+/// it cannot be made, the layer stays on a tmpfs (one line on stderr) where the kernel's tmpfs
+/// takes user xattrs (`kernel` at least [`crate::plan::LAYER_KERNEL`]); before that there is no
+/// other place for it: an error.
+pub fn prepare(
+    plan: &mut crate::plan::Plan,
+    kernel: (u32, u32),
+) -> Result<Option<LayerDir>, String> {
+    let big = crate::layers::overlay::disk_size(&plan.mounts).is_some_and(|s| s > IN_MEMORY_MAX);
+    if !plan.namespaces || !crate::layers::overlay::kept(&plan.mounts) || !big {
+        return Ok(None);
+    }
+    match LayerDir::make(plan.ids, &plan.repo) {
+        Ok(dir) => {
+            plan.layer_dir = Some(dir.disk.clone());
+            Ok(Some(dir))
+        }
+        Err(e) if kernel >= crate::plan::LAYER_KERNEL => {
+            eprintln!("sandbox-run: {e}: the repo's layer is kept in memory instead (it counts against [limits] memory)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The one stderr line of a run stopped past its cap.
+pub fn stopped_line(o: &Over, plan: &crate::plan::Plan) -> String {
+    let cap = crate::layers::overlay::disk_size(&plan.mounts).unwrap_or(0);
+    let c = &o.count;
+    let end = match o.stopped {
+        true => "it was stopped",
+        false => "nothing of it was applied",
+    };
+    if c.bytes > cap {
+        format!(
+            "sandbox-run: disk: the command wrote {} to the repo's layer, past its cap of {} ([limits] disk): {end}",
+            crate::units::Size(c.bytes),
+            crate::units::Size(cap)
+        )
+    } else {
+        format!(
+            "sandbox-run: disk: the command made {} files in the repo's layer, past its cap of {} files (one per 4 KiB of [limits] disk): {end}",
+            c.files,
+            max_files(cap)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let p = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
+            .unwrap()
+            .join("target")
+            .join(format!("layer-disk-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(p.join("upper")).unwrap();
+        p
+    }
+
+    /// Blocks, not lengths (a sparse file takes nothing), a hard link once, links not followed.
+    #[test]
+    fn the_count_is_of_blocks_and_inodes() {
+        let d = scratch("count");
+        let t = Tree::open(&d).unwrap();
+        let base = count(&t);
+        std::fs::write(d.join("upper/a"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::hard_link(d.join("upper/a"), d.join("upper/b")).unwrap();
+        std::os::unix::fs::symlink("/usr", d.join("upper/l")).unwrap();
+        let f = std::fs::File::create(d.join("upper/sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let c = count(&t);
+        let grown = c.bytes - base.bytes;
+        assert!(
+            ((1 << 20)..(1 << 20) + (64 << 10)).contains(&grown),
+            "{grown}"
+        );
+        assert_eq!(c.files - base.files, 3, "{c:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The filesystem's growth past the room left triggers a count at the next tick.
+    #[test]
+    fn the_budget_sees_a_write_past_the_cap_at_the_next_tick() {
+        let d = scratch("budget");
+        let mut b = Budget::new(&d, 4 << 20).unwrap();
+        // no periodic count in this test: only the trigger
+        b.next_walk = Instant::now() + Duration::from_secs(3600);
+        std::thread::sleep(TICK);
+        assert_eq!(b.check(), None);
+        std::fs::write(d.join("upper/big"), vec![1u8; 8 << 20]).unwrap();
+        // SAFETY: syncfs takes no pointer; the blocks must be allocated for statfs to see them.
+        unsafe { libc::syncfs(b.dir.raw_fd()) };
+        std::thread::sleep(TICK);
+        let over = b.check().expect("past the cap");
+        assert!(over.bytes >= 8 << 20, "{over:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_file_cap_is_one_per_4k() {
+        assert_eq!(max_files(2 << 30), 524_288);
+        assert_eq!(max_files(1 << 20), 1024);
+    }
+}
