@@ -742,8 +742,8 @@ impl Runner<'_> {
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         result.repo_changes = self.way_back(cmd, &plan, &finished);
         let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
-        if (full_at_end || finished.disk_stopped.is_some()) && !result.limits_hit.contains(&"disk")
-        {
+        let hit = finished.disk_stopped.is_some() || full_at_end;
+        if hit && !result.limits_hit.contains(&"disk") {
             result.limits_hit.push("disk");
         }
         if finished.disk_full {

@@ -200,9 +200,9 @@ fn repo_mode_for(profile: RepoMode, o: &Overrides) -> Result<RepoMode, String> {
 /// needs overlayfs to mark a directory removed and made anew (an "opaque" directory) in a
 /// `user.*` extended attribute of the tmpfs under it, which tmpfs has since Linux 6.6. Before
 /// that, `rm -r dir && mkdir dir` would fail inside with EIO, so the repo is bound as it is and
-/// the report lists `disk` under `degraded`. A cap larger than
-/// [`crate::layers::disk::IN_MEMORY_MAX`] puts the layer on disk (ext4, xfs, btrfs take user
-/// xattrs on any kernel with overlayfs in user namespaces), so it is kept there too.
+/// the report lists `disk` under `degraded`. (A cap larger than
+/// [`crate::layers::disk::IN_MEMORY_MAX`] puts the layer on disk, where the filesystem can
+/// hold it, else on that tmpfs: the tmpfs must be able to stand in.)
 /// The first kernel whose tmpfs takes the `user.*` extended attributes that overlayfs needs
 /// in a user namespace to mark a directory replaced whole.
 pub const LAYER_KERNEL: (u32, u32) = (6, 6);
@@ -214,8 +214,7 @@ fn disk_cap(
     degraded: &mut Vec<String>,
 ) -> Option<u64> {
     let cap = profile.limits.disk.0?;
-    let on_disk = cap > crate::layers::disk::IN_MEMORY_MAX;
-    if mode == RepoMode::Rw && host.kernel < LAYER_KERNEL && !on_disk {
+    if mode == RepoMode::Rw && host.kernel < LAYER_KERNEL {
         degraded.push("disk".into());
         return None;
     }

@@ -526,8 +526,16 @@ fn another_user_cannot_hold_the_git_placeholder() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let m = dot_git.symlink_metadata().unwrap();
-    let private = (m.mode() & 0o7777, m.uid(), m.gid());
+    // Made, then given to the run's user: look again for a moment when it shows between the two.
+    let settle = std::time::Instant::now() + Duration::from_secs(2);
+    let private = loop {
+        let m = dot_git.symlink_metadata().unwrap();
+        let seen = (m.mode() & 0o7777, m.uid(), m.gid());
+        if seen == (0o700, owner.0, owner.1) || std::time::Instant::now() > settle {
+            break seen;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     // The other user, until told to stop: lock it shared, then exclusively, whenever it can.
     let stop = f.path("stop");
     let attack = attacker.map(|_| {

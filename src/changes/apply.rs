@@ -496,9 +496,8 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 Done::Temp { parent, tmp, at } => {
-                    // kept: it holds the old content of a path left changed
-                    let kept = keep.contains(&(parent.as_raw_fd(), tmp.clone()));
-                    if kept
+                    // kept: it holds the old content of an exchange that stayed
+                    if keep.contains(&(parent.as_raw_fd(), tmp.clone()))
                         || fault
                             .and_then(|()| fs::remove_all(parent.as_raw_fd(), &tmp))
                             .is_err()

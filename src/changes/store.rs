@@ -364,7 +364,15 @@ impl Layer {
             // SAFETY: mknodat on a directory fd with a plain NUL-terminated name.
             let c = fs::cname(last)?;
             if unsafe { libc::mknodat(d, c.as_ptr(), libc::S_IFCHR | 0o600, 0) } != 0 {
-                return Err(std::io::Error::last_os_error());
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    // overlayfs refuses whiteout devices: a container's root is one.
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        "this filesystem takes no whiteout (a removal's mark), as a container's overlayfs root does not: set XDG_STATE_HOME to a directory on another filesystem (a volume, a tmpfs)",
+                    ));
+                }
+                return Err(e);
             }
             self.own(d, last)?;
             return Ok(0);

@@ -20,7 +20,7 @@
 use crate::hostfs::Tree;
 use crate::layers::ns::Ids;
 use std::collections::HashSet;
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -57,7 +57,7 @@ impl LayerDir {
         let me = nix::unistd::geteuid().as_raw();
         let run = crate::state::RunDir::make(ids, "layer", "repo layer dir")?;
         let path = run.subdir("disk")?;
-        let made = (|| {
+        let made = (|| -> std::io::Result<bool> {
             let disk = Tree::open(&path)?;
             for d in ["upper", "work"] {
                 let n = OsStr::new(d);
@@ -66,21 +66,7 @@ impl LayerDir {
                     crate::changes::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
                 }
             }
-            // overlayfs keeps its marks (an opaque directory) in user.* xattrs in a user
-            // namespace: the filesystem must take them.
-            let probe = CString::new("user.sandbox-run.probe").unwrap_or_default();
-            // SAFETY: fsetxattr of a NUL-terminated name and a 1-byte value on our fd.
-            let r = unsafe {
-                libc::fsetxattr(disk.raw_fd(), probe.as_ptr(), b"y".as_ptr().cast(), 1, 0)
-            };
-            if r != 0 {
-                return Err(std::io::Error::other(format!(
-                    "its filesystem takes no user.* extended attributes ({})",
-                    std::io::Error::last_os_error()
-                )));
-            }
-            // SAFETY: as above, removing what we set.
-            unsafe { libc::fremovexattr(disk.raw_fd(), probe.as_ptr()) };
+            // whether this filesystem can hold an upper: `holds_an_upper`, by the caller
             Ok(
                 match (
                     crate::changes::fsops::fstat(disk.raw_fd()),
@@ -277,17 +263,51 @@ pub fn prepare(
     if !plan.namespaces || !crate::layers::overlay::kept(&plan.mounts) || !big {
         return Ok(None);
     }
-    match LayerDir::make(plan.ids, &plan.repo) {
+    let made = LayerDir::make(plan.ids, &plan.repo).and_then(|dir| {
+        holds_an_upper(&dir.disk)
+            .map_err(|why| format!("repo layer dir {}: {why}", dir.disk.display()))?;
+        Ok(dir)
+    });
+    match made {
         Ok(dir) => {
             plan.layer_dir = Some(dir.disk.clone());
             Ok(Some(dir))
         }
+        // The plan has the tmpfs layer to fall back on only where tmpfs takes user xattrs.
         Err(e) if kernel >= crate::plan::LAYER_KERNEL => {
             eprintln!("sandbox-run: {e}: the repo's layer is kept in memory instead (it counts against [limits] memory)");
             Ok(None)
         }
         Err(e) => Err(e),
     }
+}
+
+/// Can the filesystem of `dir` hold an overlay's upper dir made in a user namespace? Not an
+/// overlayfs (a container's root is one: overlayfs refuses it as an upper), and it must take
+/// `user.*` xattrs (overlayfs's marks there) and whiteout devices (removed entries). Tried on
+/// `dir` itself, leaving nothing.
+fn holds_an_upper(dir: &Path) -> Result<(), String> {
+    const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+    let t = Tree::open(dir).map_err(|e| e.to_string())?;
+    // SAFETY: all-zero is a valid statfs; fstatfs fills it for an fd we own.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(t.raw_fd(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    if st.f_type as i64 == OVERLAYFS_SUPER_MAGIC {
+        return Err(
+            "an overlayfs (a container's root?), which cannot hold an overlay's upper layer".into(),
+        );
+    }
+    t.set_xattr(c"user.sandbox-run.probe", b"1")
+        .map_err(|e| format!("no user.* extended attributes here ({e})"))?;
+    // SAFETY: fremovexattr of the attribute just set, on an fd we own.
+    unsafe { libc::fremovexattr(t.raw_fd(), c"user.sandbox-run.probe".as_ptr()) };
+    let probe = OsStr::new(".whiteout-probe");
+    t.put_whiteout(probe)
+        .map_err(|e| format!("no whiteout devices here ({e})"))?;
+    t.remove(probe).map_err(|e| e.to_string())
 }
 
 /// The one stderr line of a run stopped past its cap.

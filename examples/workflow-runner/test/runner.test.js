@@ -219,6 +219,10 @@ test('an edit is kept, validated with it laid over the repo, and applied only wh
   const answer = () => fs.readFileSync(path.join(fx.repo, 'answer.txt'), 'utf8');
 
   const bad = await proposeValidateApply({ argv: ['./edit-bad.sh'] }, [{ argv: ['./check.sh'] }], base);
+  // A kernel without the repo's copy-on-write layer (before Linux 6.6) cannot keep changes.
+  if (bad.agent.status === 'sandbox_error' && /--changes keep/.test(bad.agent.error || '')) {
+    return t.skip(bad.agent.error);
+  }
   assert.equal(bad.ok, false, JSON.stringify(bad.error));
   assert.ok(bad.changeset, 'the bad edit was kept');
   assert.match(bad.diff, /\+broken/);
