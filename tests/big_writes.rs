@@ -105,7 +105,7 @@ fn born(p: &Path) -> Option<f64> {
 /// state dir.
 #[test]
 fn a_write_larger_than_memory_lands_whole_and_by_rename() {
-    if !sandbox_works() {
+    if !sandbox_works() || !disk_cap_works() {
         return;
     }
     let f = Fixture::new("big-write");
@@ -169,7 +169,7 @@ fn a_write_larger_than_memory_lands_whole_and_by_rename() {
 /// above, under a cap with room.
 #[test]
 fn a_run_past_its_cap_is_stopped_and_nothing_is_applied() {
-    if !sandbox_works() {
+    if !sandbox_works() || !disk_cap_works() {
         return;
     }
     let f = Fixture::new("big-cap");
@@ -201,7 +201,7 @@ fn a_run_past_its_cap_is_stopped_and_nothing_is_applied() {
 /// `disk = "65M"` (16,640 files) stop the run; nothing is applied.
 #[test]
 fn files_past_the_cap_stop_the_run() {
-    if !sandbox_works() {
+    if !sandbox_works() || !disk_cap_works() {
         return;
     }
     let f = Fixture::new("big-files");
@@ -231,7 +231,7 @@ fn files_past_the_cap_stop_the_run() {
 /// A run killed with SIGKILL leaves its layer dir; the next run removes it.
 #[test]
 fn a_killed_runs_layer_is_swept_by_the_next_run() {
-    if !sandbox_works() {
+    if !sandbox_works() || !disk_cap_works() {
         return;
     }
     let f = Fixture::new("big-sweep");

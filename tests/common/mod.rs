@@ -144,7 +144,7 @@ pub fn disk_cap_works() -> bool {
         skip(
             "disk",
             &format!(
-                "Linux {}.{}: the disk cap needs tmpfs user xattrs (6.6)",
+                "Linux {}.{}: the repo's layer needs tmpfs user xattrs (6.6); before, the repo is bound as it is",
                 v.0, v.1
             ),
         );
