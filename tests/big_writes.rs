@@ -13,25 +13,6 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
-/// The ci profile (bash; repo read-write) with these `[limits]`.
-fn ci_with(f: &Fixture, name: &str, limits: &[(&str, &str)]) -> PathBuf {
-    let scripts = f.path("scripts");
-    std::fs::create_dir_all(&scripts).unwrap();
-    let spec = Spec::extends("ci").extra_ro(&scripts);
-    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
-    let l = t
-        .entry("limits")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-        .as_table_mut()
-        .unwrap();
-    for (k, v) in limits {
-        l.insert(k.to_string(), toml::Value::String(v.to_string()));
-    }
-    let p = f.path(&format!("profile-{name}.toml"));
-    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
-    p
-}
-
 /// Run a bash script inside from `repo`, sandbox-run's state in the fixture's `state/` (in
 /// the first test under /tmp, which the sandbox's own scratch root covers).
 fn inside(f: &Fixture, p: &Path, repo: &Path, script: &str) -> (Run, serde_json::Value) {

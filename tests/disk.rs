@@ -1,36 +1,18 @@
-//! `[limits] disk` (issue 10, finding 9): in a read-write repo the command may add at most so
-//! many bytes and files. The repo is a copy-on-write overlay on a sized tmpfs, copied back
-//! after the run (src/layers/overlay.rs). Each test writes from inside a real sandbox beside a
-//! control that stays under the cap, then checks what reached the host.
+//! `[limits] disk`: in a read-write repo the command may add at most so many bytes and files.
+//! The repo is a copy-on-write overlay (src/layers/overlay.rs; on disk past 64 MiB of cap,
+//! src/layers/disk.rs) whose changes reach the repo through the way back (src/changes/). Each
+//! test writes from inside a real sandbox beside a control that stays under the cap, then
+//! checks what reached the host.
 
 mod common;
 
 use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
-
-/// The ci profile (bash, git; repo read-write) with `[limits] disk` (and more `[limits]`).
-fn ci_with(f: &Fixture, name: &str, limits: &[(&str, &str)]) -> PathBuf {
-    let scripts = f.path("scripts");
-    std::fs::create_dir_all(&scripts).unwrap();
-    let spec = Spec::extends("ci").extra_ro(&scripts);
-    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
-    let l = t
-        .entry("limits")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-        .as_table_mut()
-        .unwrap();
-    for (k, v) in limits {
-        l.insert(k.to_string(), toml::Value::String(v.to_string()));
-    }
-    let p = f.path(&format!("profile-{name}.toml"));
-    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
-    p
-}
 
 /// Run a bash script inside, from `repo`, with a report; the script lives outside the repo
 /// (in the fixture's `scripts/`, bound read-only by [`ci_with`]).

@@ -1081,3 +1081,23 @@ pub fn slack_secs(s: u64) -> Duration {
         .max(1);
     Duration::from_secs(s * factor)
 }
+
+/// The ci profile (bash; repo read-write) with these `[limits]`, and the fixture's `scripts/`
+/// bound read-only (for scripts that must not lie in the repo).
+pub fn ci_with(f: &Fixture, name: &str, limits: &[(&str, &str)]) -> PathBuf {
+    let scripts = f.path("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let spec = Spec::extends("ci").extra_ro(&scripts);
+    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
+    let l = t
+        .entry("limits")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .unwrap();
+    for (k, v) in limits {
+        l.insert(k.to_string(), toml::Value::String(v.to_string()));
+    }
+    let p = f.path(&format!("profile-{name}.toml"));
+    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
+    p
+}
