@@ -195,33 +195,11 @@ fn a_caller_that_never_reads_stdout_does_not_hold_the_timeout() {
     if !support::sandbox_works() {
         return;
     }
-    let base = fixture("stdout", "");
-    let report = base.join("report.json");
-    let n = (FOREVER + 1).to_string();
-    let t = Instant::now();
-    let mut child = sandbox(&base)
-        .arg("--report")
-        .arg(&report)
-        .args(["--capture", "--timeout", "2s", "--"])
-        .arg(probe())
-        .args(["write-lines", "1", &n])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let held = child.stdout.take().unwrap();
-    let err = reader(child.stderr.take().unwrap());
-    let st = wait_bounded(&mut child, bound());
-    let took = t.elapsed();
-    drop(held);
-    let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
-    assert_eq!(st.and_then(|s| s.code()), Some(124), "took {took:?}; {err}");
-    assert!(survivors(&n).is_empty(), "{:?}", survivors(&n));
+    let other = never_read(1, "stdout");
     assert!(
-        err.contains("sandbox-run: output: the caller stopped reading stdout;"),
-        "{err}"
+        other.contains("sandbox-run: output: the caller stopped reading stdout;"),
+        "{other}"
     );
-    assert_timed_out_and_dropped(&report_at(&report));
 }
 
 /// The same with stderr: the command prints forever on its stderr, the caller never reads
@@ -231,29 +209,45 @@ fn a_caller_that_never_reads_stderr_does_not_hold_the_timeout() {
     if !support::sandbox_works() {
         return;
     }
-    let base = fixture("stderr", "");
+    never_read(2, "stderr");
+}
+
+/// A command printing forever on its fd `fd` under `--capture --timeout 2s`, with the caller
+/// holding that stream of sandbox-run's open and never reading it: exit 124 within
+/// [`bound`], nothing of the sandbox left, the report says `timeout` and `output`. Returns
+/// what came on the other stream.
+fn never_read(fd: i32, name: &str) -> String {
+    let base = fixture(name, "");
     let report = base.join("report.json");
-    let n = (FOREVER + 2).to_string();
+    let n = (FOREVER + fd as u64).to_string();
     let t = Instant::now();
     let mut child = sandbox(&base)
         .arg("--report")
         .arg(&report)
         .args(["--capture", "--timeout", "2s", "--"])
         .arg(probe())
-        .args(["write-lines", "2", &n])
+        .args(["write-lines", &fd.to_string(), &n])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let held = child.stderr.take().unwrap();
-    let out = reader(child.stdout.take().unwrap());
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (held, other): (Box<dyn Read + Send>, _) = match fd {
+        1 => (Box::new(out), reader(err)),
+        _ => (Box::new(err), reader(out)),
+    };
     let st = wait_bounded(&mut child, bound());
     let took = t.elapsed();
     drop(held);
-    let out = String::from_utf8_lossy(&out.join().unwrap()).into_owned();
-    assert_eq!(st.and_then(|s| s.code()), Some(124), "took {took:?}; {out}");
+    let other = String::from_utf8_lossy(&other.join().unwrap()).into_owned();
+    assert_eq!(
+        st.and_then(|s| s.code()),
+        Some(124),
+        "took {took:?}; {other}"
+    );
     assert!(survivors(&n).is_empty(), "{:?}", survivors(&n));
     assert_timed_out_and_dropped(&report_at(&report));
+    other
 }
 
 /// The same with a terminal nobody reads (its output queue full, as with a window that stopped
