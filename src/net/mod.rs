@@ -4,4 +4,6 @@
 
 pub mod allow;
 pub mod proxy;
+pub mod secret;
 pub mod sni;
+pub mod tls;

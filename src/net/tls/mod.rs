@@ -1,0 +1,4 @@
+//! TLS termination for the hosts a secret is injected into (parent side only): the run's CA
+//! ([`ca`]).
+
+pub mod ca;
