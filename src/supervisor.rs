@@ -828,6 +828,8 @@ fn channel_records(
                             allow,
                             profile: plan.profile.clone(),
                             warn: true,
+                            secrets: Default::default(),
+                            extra_roots: Vec::new(),
                         }
                     });
                 let started = config.and_then(|c| {

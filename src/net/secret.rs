@@ -4,6 +4,7 @@
 //! The values live only in the supervisor (see [`Secret::value`]).
 
 use super::allow::{AllowList, Host};
+use serde::Serialize;
 
 /// One secret: its name, where it may go, what stands in for it inside.
 pub struct Secret {
@@ -53,6 +54,35 @@ pub type Injected = (Vec<u8>, Vec<(usize, u64)>);
 #[derive(Default)]
 pub struct Secrets {
     pub list: Vec<Secret>,
+}
+
+/// Names only: a value or placeholder is never printed.
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list.iter().map(|s| &s.name))
+            .finish()
+    }
+}
+
+/// The report's line for a secret: where it went and how often, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretUse {
+    pub name: String,
+    /// The hosts it is injected for, as given.
+    pub hosts: Vec<String>,
+    /// Placeholders replaced by the value, in every request.
+    pub injections: u64,
+}
+
+/// The report's `secret_misdirected` entry: a placeholder sent where its secret does not go
+/// (another host, a URL of a plain-HTTP request, a body), refused with 403.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Misdirected {
+    pub secret: String,
+    pub host: String,
+    pub port: u16,
+    pub count: u64,
 }
 
 impl Secrets {

@@ -31,6 +31,7 @@ pub use decide::{decide, Denial};
 pub use request::{parse_request, Request};
 
 use super::allow::{host_networks, AllowList, Host, HostNet};
+use super::secret::Secrets;
 use super::sni::{self, Hello};
 use decide::{io_text, system_resolve};
 use relay::{hand_off, Relay};
@@ -71,6 +72,12 @@ pub struct Config {
     pub profile: String,
     /// Print one line per denied host on stderr.
     pub warn: bool,
+    /// The run's secrets (`--secret`): connections to their hosts are terminated and the
+    /// placeholders replaced. None: no TLS is terminated and no CA is made.
+    pub secrets: Arc<Secrets>,
+    /// PEM bundles trusted for the upstream's certificate of a terminated connection, beside
+    /// the host's own roots: `--ca-certs` and the caller's bundle.
+    pub extra_roots: Vec<std::path::PathBuf>,
 }
 
 /// One line of the report's connection log: per host, port and verdict.

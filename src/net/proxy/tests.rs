@@ -39,6 +39,8 @@ fn proxy_for(port: u16) -> (Proxy, u16) {
         allow,
         profile: "test".into(),
         warn: false,
+        secrets: Default::default(),
+        extra_roots: Vec::new(),
     };
     (Proxy::start(l, config).unwrap(), p)
 }
@@ -289,6 +291,8 @@ fn the_log_is_bounded() {
             allow: AllowList::default(),
             profile: "test".into(),
             warn: false,
+            secrets: Default::default(),
+            extra_roots: Vec::new(),
         },
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
