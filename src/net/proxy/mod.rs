@@ -15,13 +15,16 @@
 //!    link-local, multicast, ...: [`super::allow::special`]) and not itself on the list as a
 //!    literal, the request is refused (DNS rebinding to the host's own services);
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
-//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all.
+//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all;
+//! 5. in plain HTTP, the `Host` header must name the URL's host and port ([`host`]): no
+//!    domain fronting through a shared front end on the list.
 //!
 //! A refusal is an HTTP 403 whose body names the rule and the fix (a TLS alert when the
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
 
 mod decide;
+pub mod host;
 mod relay;
 mod request;
 #[cfg(test)]
@@ -361,6 +364,30 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
             return None;
         }
     };
+    if let Some(r) = &req.host_refusal {
+        // A shared front end routes by the header: it must not name a host off the list.
+        let authority = match port {
+            80 => host.to_string(),
+            p => format!("{host}:{p}"),
+        };
+        let d = Denial {
+            reason: r.reason.clone(),
+            fix: format!("send `Host: {authority}`, or ask for another host by its own URL"),
+        };
+        shared.deny(what, host, port, &d);
+        let status = match r.status {
+            400 => "400 Bad Request",
+            _ => "403 Forbidden",
+        };
+        let body = format!(
+            "sandbox-run: network: denied {what} {host}:{port}\n\
+             rule: {} (a request through the proxy reaches only the host its URL names)\n\
+             fix: {}\n",
+            d.reason, d.fix
+        );
+        let _ = respond(client, status, &body);
+        return None;
+    }
     let upstream = match connect(&addrs) {
         Ok(u) => u,
         Err(e) => {

@@ -1,6 +1,7 @@
 //! The request head the sandbox sends the proxy: HTTP CONNECT or absolute-form plain HTTP,
 //! parsed with `httparse` and checked before anything is resolved.
 
+use super::host::{check_host_headers, HostRefusal};
 use super::MAX_HEAD;
 use crate::net::allow::Host;
 
@@ -15,6 +16,9 @@ pub struct Request {
     pub forward: Option<Vec<u8>>,
     /// Bytes of the head as read.
     pub head_len: usize,
+    /// Plain HTTP: why its `Host` header does not name the URL's host and port (or is
+    /// malformed, or repeated); the request must be refused ([`super::host`]).
+    pub host_refusal: Option<HostRefusal>,
 }
 
 /// The request head at the start of `buf`: `Ok(None)` until it is complete. Errors are the
@@ -58,6 +62,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
             port,
             forward: None,
             head_len,
+            host_refusal: None,
         }));
     }
     let lower = target.get(..8).map(str::to_ascii_lowercase);
@@ -78,6 +83,11 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
         return Err("a URL with user information is refused".into());
     }
     let (host, port) = authority(auth, Some(80))?;
+    let host_values = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("host"));
+    let host_refusal = check_host_headers(host_values.map(|h| h.value), &host, port, 80).err();
     let path = match path {
         "" => "/".to_string(),
         p if p.starts_with('/') => p.to_string(),
@@ -113,6 +123,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, String> {
         port,
         forward: Some(head),
         head_len,
+        host_refusal,
     }))
 }
 
@@ -147,6 +158,52 @@ mod tests {
             .starts_with("POST / HTTP/1.0\r\nHost: ex.com\r\n"));
         assert_eq!(
             parse_request(b"CONNECT a.com:443 HTTP/1.1\r\n").unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn the_host_header_of_plain_http_is_checked() {
+        let status = |b: &[u8]| ok(b).host_refusal.map(|r| r.status);
+        assert_eq!(
+            status(b"GET http://a.com/ HTTP/1.1\r\nHost: A.com\r\n\r\n"),
+            None
+        );
+        assert_eq!(status(b"GET http://a.com/ HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(
+            status(b"GET http://a.com:81/ HTTP/1.1\r\nHost: a.com:81\r\n\r\n"),
+            None
+        );
+        assert_eq!(
+            status(b"GET http://[::1]/ HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"),
+            None
+        );
+        let r = ok(b"GET http://a.com/ HTTP/1.1\r\nHost: metadata.google.internal\r\n\r\n");
+        let r = r.host_refusal.unwrap();
+        assert_eq!(r.status, 403);
+        assert!(
+            r.reason.contains("metadata.google.internal"),
+            "{}",
+            r.reason
+        );
+        for b in [
+            &b"GET http://a.com:81/ HTTP/1.1\r\nHost: a.com\r\n\r\n"[..],
+            b"GET http://a.com/ HTTP/1.1\r\nHost: a.com:81\r\n\r\n",
+            b"GET http://[::1]/ HTTP/1.1\r\nHost: [::2]\r\n\r\n",
+        ] {
+            assert_eq!(status(b), Some(403), "{}", String::from_utf8_lossy(b));
+        }
+        for b in [
+            &b"GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\nhost: b.com\r\n\r\n"[..],
+            b"GET http://a.com/ HTTP/1.1\r\nHost: a.com\r\nHost: a.com\r\n\r\n",
+            b"GET http://a.com/ HTTP/1.1\r\nHost:\r\n\r\n",
+            b"GET http://a.com/ HTTP/1.1\r\nHost: u@a.com\r\n\r\n",
+        ] {
+            assert_eq!(status(b), Some(400), "{}", String::from_utf8_lossy(b));
+        }
+        // A tunnel's Host header says nothing: the ClientHello is checked instead.
+        assert_eq!(
+            status(b"CONNECT a.com:443 HTTP/1.1\r\nHost: b.com\r\n\r\n"),
             None
         );
     }
