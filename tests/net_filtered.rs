@@ -352,7 +352,9 @@ const proxy = new URL(process.env.HTTPS_PROXY);
 const [mode, target, sni] = process.argv.slice(2);
 const fail = (what) => (e) => { console.log(`${what} error ${e.code || e.message}`); process.exit(3); };
 if (mode === 'http') {
-  http.get({ host: proxy.hostname, port: proxy.port, path: target }, (res) => {
+  // Host names the URL's host, as proxy clients send it (Node would send the proxy's).
+  const headers = { host: new URL(target).host };
+  http.get({ host: proxy.hostname, port: proxy.port, path: target, headers }, (res) => {
     let b = ''; res.on('data', (d) => (b += d));
     res.on('end', () => { console.log(`http ${res.statusCode} ${b.trim()}`); });
   }).on('error', fail('http'));
