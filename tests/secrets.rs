@@ -257,6 +257,10 @@ fn the_value_is_in_no_environment_and_no_memory_of_the_sandbox() {
         if find(&env, v) {
             return Err("the supervisor's /proc/PID/environ holds the value".into());
         }
+        if !is_root() && read_mem == 0 {
+            eprintln!("note: skipped: /proc/PID/mem of the sandbox's processes is not readable by this user here");
+            return Ok(());
+        }
         if is_root() && read_mem < 3 {
             return Err(format!("only {read_mem} processes scanned: {procs:?}"));
         }

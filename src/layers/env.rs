@@ -24,6 +24,7 @@ const NEVER_EXACT: &[&str] = &[
     "SSL_CERT_DIR",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
+    "PIP_CERT",
     "PYTHONPATH",
     "PYTHONSTARTUP",
     "PYTHONHOME",
