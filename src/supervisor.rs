@@ -967,6 +967,7 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",
         (Step::MountOverlay, _) => " (overlayfs in a user namespace needs Linux 5.11+; use repo = \"ro\" or \"rw\")",
         (Step::Exec, libc::ENOENT) => " (not found inside the sandbox: is its directory mounted?)",
+        (Step::ProxySocket, libc::ETIMEDOUT | libc::ECANCELED) if !plan.secrets.is_empty() => " (the supervisor did not add the run's CA to the sandbox's trust bundle, so the workload was not started; see the line above)",
         _ => "",
     };
     let errno = std::io::Error::from_raw_os_error(e.errno).to_string();

@@ -501,3 +501,81 @@ fn the_bundle_inside_holds_the_system_roots_and_the_extra_cas() {
     );
     assert!(matches!(r.outcome, Outcome::Denied(_)), "writable: {r}");
 }
+
+/// The profile's `[secrets]` table, and `validate --gene` (each command its own sandbox, the
+/// same secrets): the name holds a placeholder in every command.
+#[test]
+fn profile_table_and_validate_gene() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("secret-profile");
+    let repo = f.repo("repo");
+    let mut text = Spec::default().to_toml();
+    text.push_str("\n[secrets]\nTEST_API_KEY = [\"api.example.com\", \"127.0.0.1:8443\"]\n");
+    let p = f.write("with-secrets.toml", &text);
+    let value = fresh_value();
+    let r = run_probe_with(&p, &repo, &[], &["getenv", "TEST_API_KEY"], |c| {
+        c.env("TEST_API_KEY", &value);
+    });
+    assert_shape(&r.assert_ok(), &value);
+    // A bad table is the profile's error, one line.
+    let bad = f.write(
+        "bad-secrets.toml",
+        &format!(
+            "{}\n[secrets]\nTEST_API_KEY = [\"*.example.com\"]\n",
+            Spec::default().to_toml()
+        ),
+    );
+    let r = run_probe_with(&bad, &repo, &[], &["pid"], |c| {
+        c.env("TEST_API_KEY", &value);
+    });
+    assert_eq!(r.code(), Some(125), "{r}");
+    assert!(r.run.stderr.contains("wildcard"), "{r}");
+
+    let probe = probe();
+    let cmd = format!("{} getenv TEST_API_KEY", probe.display());
+    let gene = f.write(
+        "gene.json",
+        &serde_json::json!({"type": "Gene", "id": "g1", "validation": [cmd.clone(), cmd]})
+            .to_string(),
+    );
+    let report = f.path("gene-report.json");
+    let mut c = std::process::Command::new(BIN);
+    c.args(["validate", "--profile"])
+        .arg(&p)
+        .arg("--gene")
+        .arg(&gene)
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--report")
+        .arg(&report)
+        .args(["--secret", "OTHER_API_KEY=api.example.net"])
+        .env("TEST_API_KEY", &value)
+        .env("OTHER_API_KEY", fresh_value())
+        .current_dir(&repo);
+    let r = run_command(c, Duration::from_secs(60));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(!r.all().contains(&value), "{}", r.all());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    schema::assert_valid_report(&v);
+    let outs: Vec<String> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["out"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(outs.len(), 2, "{v:#}");
+    for o in &outs {
+        let got = o.trim().strip_prefix("getenv: ok ").unwrap_or(o.trim());
+        assert_shape(got, &value);
+    }
+    let names: Vec<&str> = v["sandbox"]["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["OTHER_API_KEY", "TEST_API_KEY"]);
+}
