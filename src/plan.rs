@@ -641,6 +641,11 @@ pub fn build(
             }
         }
     };
+    // A secret's name holds its placeholder, whatever else passed it: not "passed".
+    let secret_names = o.secrets.planned();
+    built
+        .passed
+        .retain(|n| !secret_names.iter().any(|(s, _)| s == n));
     for name in &built.unset {
         tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }

@@ -625,6 +625,10 @@ pub fn run(
     // what the workload left behind when its reaper died.
     crate::launcher::init::kill_children();
     (f.secrets, f.secret_misdirected) = secret_log(plan, proxy.as_ref());
+    if proxy.is_some() && !plan.secrets.is_empty() {
+        // its threads put values into requests: the next sandbox is not forked from us
+        crate::net::vault::spilled();
+    }
     if let Some(p) = proxy {
         f.connections = p.stop();
     }

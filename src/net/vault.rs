@@ -41,6 +41,21 @@ unsafe impl Send for Vault {}
 
 static VAULT: std::sync::OnceLock<Result<Vault, String>> = std::sync::OnceLock::new();
 
+/// Set once a value may have been copied out of the vault (the proxy puts values into
+/// requests): the heap may hold one, freed or not, and a fork would inherit it. From then on
+/// stage 2 is a re-exec, never a fork ([`crate::launcher::spawn`]): a gene's later command.
+static SPILLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Note that values may have left the vault (see [`SPILLED`]).
+pub fn spilled() {
+    SPILLED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether a value may have left the vault: no fork of this process may start a sandbox.
+pub fn is_spilled() -> bool {
+    SPILLED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// The vault, mapped on first use. An error (a kernel before 4.14, without `MADV_WIPEONFORK`)
 /// refuses every secret: a value a fork would inherit is not kept.
 pub fn vault() -> Result<&'static Vault, String> {
