@@ -396,4 +396,39 @@ mod tests {
         }
         assert_eq!(Record::decode([42; SIZE]), None);
     }
+
+    /// pid 1's wait for the run's CA: the supervisor's word decides; a "no" fails at once.
+    #[test]
+    fn pid1_waits_for_the_supervisors_word() {
+        use std::os::fd::AsRawFd;
+        for ok in [true, false] {
+            let (ours, theirs) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::empty(),
+            )
+            .unwrap();
+            // SAFETY: the child only calls dup2, poll, recv and _exit (async-signal-safe).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: as above.
+                unsafe {
+                    libc::dup2(theirs.as_raw_fd(), FD);
+                    let code = match wait_trusted() {
+                        Ok(()) => 0,
+                        Err(libc::ECANCELED) => 1,
+                        Err(_) => 2,
+                    };
+                    libc::_exit(code);
+                }
+            }
+            send_trusted(ours.as_raw_fd(), ok);
+            let mut st = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            assert!(libc::WIFEXITED(st));
+            assert_eq!(libc::WEXITSTATUS(st), if ok { 0 } else { 1 });
+        }
+    }
 }
