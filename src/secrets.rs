@@ -422,6 +422,37 @@ mod tests {
         assert!(make_placeholder("K", b"has a space inside").is_err());
     }
 
+    /// [`load`] runs before anything copies the whole environment: the one copy is
+    /// `plan::Host::probe`, which the commands call after it. A new one elsewhere would have
+    /// to come after [`load`] too (this test then names it).
+    #[test]
+    fn the_environment_is_copied_in_one_place() {
+        fn scan(dir: &Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    scan(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for (n, line) in text.lines().enumerate() {
+                        let code = line.split("//").next().unwrap_or("");
+                        if [concat!("env::", "vars()"), concat!("env::", "vars_os()")]
+                            .iter()
+                            .any(|c| code.contains(c))
+                        {
+                            out.push(format!("{}:{}", p.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut found = Vec::new();
+        scan(&src, &mut found);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("plan.rs"), "{found:?}");
+    }
+
     #[test]
     fn flags_are_checked() {
         assert_eq!(
