@@ -188,18 +188,44 @@ fn the_value_is_in_no_environment_and_no_memory_of_the_sandbox() {
         return;
     }
     let f = Fixture::new("secret-memory");
+    let value = fresh_value();
+    scan_sandbox(&f, &[], Some(&value), &value);
+}
+
+/// The same with the value from `--secret-file` (read straight into the vault), the
+/// caller's environment holding another value of the name (masked as well).
+#[test]
+fn a_secret_file_value_is_in_no_memory_of_the_sandbox() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("secret-file-memory");
+    let value = fresh_value();
+    let file = f.write("keys.env", &format!("TEST_API_KEY={value}\n"));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let decoy = fresh_value();
+    scan_sandbox(
+        &f,
+        &["--secret-file", file.to_str().unwrap()],
+        Some(&decoy),
+        &value,
+    );
+    scan_sandbox(&f, &["--secret-file", file.to_str().unwrap()], None, &value);
+}
+
+/// Run the probe sleeping with `--secret TEST_API_KEY=…` and `opts`, the caller's
+/// TEST_API_KEY `env_value`, and scan every process of the sandbox for `value`.
+fn scan_sandbox(f: &Fixture, opts: &[&str], env_value: Option<&str>, value: &str) {
     let repo = f.repo("repo");
     let p = f.profile(&Spec::default());
-    let value = fresh_value();
-    let mut c = sandbox_command(
-        &p,
-        &repo,
-        &["--secret", "TEST_API_KEY=api.example.com"],
-        &[probe().to_str().unwrap(), "sleep", "30"],
-    );
-    c.env("TEST_API_KEY", &value)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut o = vec!["--secret", "TEST_API_KEY=api.example.com"];
+    o.extend_from_slice(opts);
+    let mut c = sandbox_command(&p, &repo, &o, &[probe().to_str().unwrap(), "sleep", "30"]);
+    c.env_remove("TEST_API_KEY");
+    if let Some(v) = env_value {
+        c.env("TEST_API_KEY", v);
+    }
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut child = spawn_retrying(&mut c).unwrap();
     let sup = child.id() as i32;
     let probe_path = probe();
@@ -237,10 +263,13 @@ fn the_value_is_in_no_environment_and_no_memory_of_the_sandbox() {
                     return Err(format!("/proc/{pid}/environ holds the value"));
                 }
             }
-            match in_memory(pid, &[v, placeholder.as_bytes()]) {
+            // The value's last 24 bytes too: a freed copy has its first bytes overwritten
+            // by the allocator's free list.
+            let tail = &v[v.len() - 24..];
+            match in_memory(pid, &[v, placeholder.as_bytes(), tail]) {
                 Some(found) => {
                     read_mem += 1;
-                    if found[0] {
+                    if found[0] || found[2] {
                         return Err(format!("the memory of process {pid} holds the value"));
                     }
                     if pid == workload && !found[1] {
