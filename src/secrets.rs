@@ -302,7 +302,11 @@ fn read_file(
             m.mode() & 0o7777
         )));
     }
-    let text = v.read_file(file.as_fd(), FILE_MAX).map_err(fail)?;
+    if m.len() > FILE_MAX as u64 {
+        return Err(fail(format!("larger than {FILE_MAX} bytes")));
+    }
+    // Room for what it holds now (the vault is small); a file that grows meanwhile fails.
+    let text = v.read_file(file.as_fd(), m.len() as usize).map_err(fail)?;
     let mut out = Vec::new();
     for (n, line) in text.split(|b| *b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
