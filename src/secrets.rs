@@ -146,8 +146,11 @@ fn check_name(name: &str, what: &str) -> Result<(), String> {
         "NO_PROXY",
         "FTP_PROXY",
         "PIP_CERT",
+        // read by sandbox-run itself before the secrets are taken out
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
     ];
-    if own.contains(&up.as_str()) {
+    if own.contains(&up.as_str()) || up.starts_with("SANDBOX_RUN_") {
         return Err(format!(
             "{what} {name}: the sandbox sets {name} itself; a secret needs a name of its own"
         ));
@@ -475,6 +478,8 @@ mod tests {
             "PATH=a.com",
             "LD_PRELOAD=a.com",
             "HTTPS_PROXY=a.com",
+            "SANDBOX_RUN_PROFILE_PATH=a.com",
+            "XDG_CONFIG_HOME=a.com",
             "K=exa mple.com:99999",
         ] {
             assert!(parse_flag(bad).is_err(), "{bad}");
