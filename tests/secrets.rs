@@ -255,7 +255,7 @@ fn scan_sandbox(f: &Fixture, opts: &[&str], env_value: Option<&str>, value: &str
             .find_map(|e| e.strip_prefix(b"TEST_API_KEY="))
             .ok_or("the workload has no TEST_API_KEY")?;
         let placeholder = String::from_utf8_lossy(entry).into_owned();
-        assert_shape(&placeholder, &value);
+        assert_shape(&placeholder, value);
         let mut read_mem = 0;
         for &pid in &procs {
             if let Some(e) = environ(pid) {
