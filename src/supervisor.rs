@@ -109,6 +109,10 @@ pub struct Finished {
     pub output_dropped: Vec<&'static str>,
     /// `--net filtered`: the proxy's connection log.
     pub connections: Vec<crate::net::proxy::Connection>,
+    /// The run's secrets: where each went and how often ([`secret_log`]).
+    pub secrets: Vec<crate::net::secret::SecretUse>,
+    /// Placeholders the proxy refused to send where their secret does not go.
+    pub secret_misdirected: Vec<crate::net::secret::Misdirected>,
     /// The run's disk layer, handed over by stage 2 once the sandbox was gone (a kept layer),
     /// for the way back ([`crate::changes`]).
     pub layer: Option<std::sync::Arc<OwnedFd>>,
@@ -620,6 +624,11 @@ pub fn run(
     // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
     // what the workload left behind when its reaper died.
     crate::launcher::init::kill_children();
+    (f.secrets, f.secret_misdirected) = secret_log(plan, proxy.as_ref());
+    if proxy.is_some() && !plan.secrets.is_empty() {
+        // its threads put values into requests: the next sandbox is not forked from us
+        crate::net::vault::spilled();
+    }
     if let Some(p) = proxy {
         f.connections = p.stop();
     }
@@ -678,7 +687,7 @@ pub fn run(
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
             Record::Full => f.disk_full = true,
-            Record::Listener | Record::Handing | Record::Layer => {}
+            Record::Listener | Record::Handing | Record::Layer | Record::Trusted { .. } => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings
@@ -828,14 +837,26 @@ fn channel_records(
                             allow,
                             profile: plan.profile.clone(),
                             warn: true,
-                            secrets: Default::default(),
-                            extra_roots: Vec::new(),
+                            secrets: plan.secret_set.clone(),
+                            extra_roots: plan.ca_certs.iter().map(|s| s.path.clone()).collect(),
                         }
                     });
                 let started = config.and_then(|c| {
                     crate::net::proxy::Proxy::start(std::net::TcpListener::from(fd), c)
                         .map_err(|e| e.to_string())
                 });
+                // Secrets: the run's CA joins the trust bundle, then pid 1 may start the
+                // workload (it waits for this word).
+                let started = started.and_then(|p| match trust_run_ca(plan, &p) {
+                    Ok(()) => Ok(p),
+                    Err(e) => {
+                        let _ = p.stop();
+                        Err(e)
+                    }
+                });
+                if !plan.secrets.is_empty() {
+                    channel::send_trusted(rec.as_raw_fd(), started.is_ok());
+                }
                 match started {
                     Ok(p) => *proxy = Some(p),
                     Err(e) => say(format!("sandbox-run: network: starting the proxy: {e}\n")),
@@ -865,6 +886,40 @@ fn channel_records(
                 return n < 0 && nix::errno::Errno::last() == nix::errno::Errno::EAGAIN;
             }
         }
+    }
+}
+
+/// The secrets' part of the report: every secret of the plan, with the proxy's counts.
+fn secret_log(
+    plan: &Plan,
+    _proxy: Option<&crate::net::proxy::Proxy>,
+) -> (
+    Vec<crate::net::secret::SecretUse>,
+    Vec<crate::net::secret::Misdirected>,
+) {
+    let uses = plan
+        .secrets
+        .iter()
+        .map(|(name, hosts)| crate::net::secret::SecretUse {
+            name: name.clone(),
+            hosts: hosts.clone(),
+            injections: 0,
+        })
+        .collect();
+    (uses, Vec::new())
+}
+
+/// A run with secrets: the proxy's CA, appended to the sandbox's trust bundle.
+fn trust_run_ca(plan: &Plan, proxy: &crate::net::proxy::Proxy) -> Result<(), String> {
+    if plan.secrets.is_empty() {
+        return Ok(());
+    }
+    let pem = proxy
+        .ca_pem()
+        .ok_or("the proxy made no CA for the run's secrets")?;
+    match &plan.trust {
+        Some(b) => b.add(&pem),
+        None => Err("the run has secrets but no trust bundle".into()),
     }
 }
 
@@ -916,6 +971,7 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",
         (Step::MountOverlay, _) => " (overlayfs in a user namespace needs Linux 5.11+; use repo = \"ro\" or \"rw\")",
         (Step::Exec, libc::ENOENT) => " (not found inside the sandbox: is its directory mounted?)",
+        (Step::ProxySocket, libc::ETIMEDOUT | libc::ECANCELED) if !plan.secrets.is_empty() => " (the supervisor did not add the run's CA to the sandbox's trust bundle, so the workload was not started; see the line above)",
         _ => "",
     };
     let errno = std::io::Error::from_raw_os_error(e.errno).to_string();

@@ -37,6 +37,9 @@ pub enum Record {
     Layer,
     /// The repo's layer was full at some point of the run: writes failed with ENOSPC.
     Full,
+    /// The other way, supervisor to pid 1 (a run with secrets): the run's CA is in the trust
+    /// bundle (`ok`), or the proxy could not start; pid 1 waits for it ([`wait_trusted`]).
+    Trusted { ok: bool },
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -138,6 +141,7 @@ impl Record {
             Record::Handing => (8, 0, 0, 0, 0),
             Record::Layer => (9, 0, 0, 0, 0),
             Record::Full => (10, 0, 0, 0, 0),
+            Record::Trusted { ok } => (11, ok as u8, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -172,6 +176,7 @@ impl Record {
             8 => Some(Record::Handing),
             9 => Some(Record::Layer),
             10 => Some(Record::Full),
+            11 => Some(Record::Trusted { ok: b[1] == 1 }),
             _ => None,
         }
     }
@@ -220,6 +225,41 @@ pub fn send_with_fd(sock: RawFd, r: Record, fd: RawFd) -> Result<(), i32> {
         }
     }
     Ok(())
+}
+
+/// How long pid 1 waits for [`Record::Trusted`]: the supervisor makes a CA (milliseconds) and
+/// starts the proxy; past this it is taken as failed.
+pub const TRUST_WAIT_MS: i32 = 20_000;
+
+/// pid 1's side of [`Record::Trusted`]: wait on the channel (at most [`TRUST_WAIT_MS`]) for
+/// the supervisor's word. `Err(errno)`: ETIMEDOUT when none came, ECANCELED when the
+/// supervisor could not start the proxy or add its CA. No allocation.
+pub fn wait_trusted() -> Result<(), i32> {
+    let mut p = libc::pollfd {
+        fd: FD,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd on our stack.
+    let n = unsafe { libc::poll(&mut p, 1, TRUST_WAIT_MS) };
+    if n <= 0 {
+        return Err(libc::ETIMEDOUT);
+    }
+    let mut b = [0u8; SIZE];
+    // SAFETY: recv(2) of one record into a stack buffer of its size.
+    let got = unsafe { libc::recv(FD, b.as_mut_ptr().cast(), SIZE, libc::MSG_DONTWAIT) };
+    match (got, Record::decode(b)) {
+        (n, Some(Record::Trusted { ok: true })) if n == SIZE as isize => Ok(()),
+        (n, _) if n <= 0 => Err(libc::ETIMEDOUT),
+        _ => Err(libc::ECANCELED),
+    }
+}
+
+/// The supervisor's side: tell pid 1 on the channel `fd` whether the run's CA is in.
+pub fn send_trusted(fd: RawFd, ok: bool) {
+    let b = Record::Trusted { ok }.encode();
+    // SAFETY: send(2) of a stack buffer of the given length.
+    unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
 }
 
 /// Read one record now (the supervisor's side, while the sandbox runs), with the fd that came
@@ -349,9 +389,46 @@ mod tests {
             Record::Handing,
             Record::Layer,
             Record::Full,
+            Record::Trusted { ok: true },
+            Record::Trusted { ok: false },
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }
         assert_eq!(Record::decode([42; SIZE]), None);
+    }
+
+    /// pid 1's wait for the run's CA: the supervisor's word decides; a "no" fails at once.
+    #[test]
+    fn pid1_waits_for_the_supervisors_word() {
+        use std::os::fd::AsRawFd;
+        for ok in [true, false] {
+            let (ours, theirs) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::empty(),
+            )
+            .unwrap();
+            // SAFETY: the child only calls dup2, poll, recv and _exit (async-signal-safe).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: as above.
+                unsafe {
+                    libc::dup2(theirs.as_raw_fd(), FD);
+                    let code = match wait_trusted() {
+                        Ok(()) => 0,
+                        Err(libc::ECANCELED) => 1,
+                        Err(_) => 2,
+                    };
+                    libc::_exit(code);
+                }
+            }
+            send_trusted(ours.as_raw_fd(), ok);
+            let mut st = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            assert!(libc::WIFEXITED(st));
+            assert_eq!(libc::WEXITSTATUS(st), if ok { 0 } else { 1 });
+        }
     }
 }

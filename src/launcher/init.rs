@@ -157,6 +157,12 @@ pub fn run(
     }
     if plan.net == crate::profile::NetMode::Filtered {
         proxy_listener()?;
+        // Secrets: the supervisor adds the run's CA (made after our fork, so its key was never
+        // in our memory) to the trust bundle once the proxy runs; the workload must trust it
+        // from its first connection.
+        if !plan.secrets.is_empty() {
+            channel::wait_trusted().map_err(|e| StepError::new(Step::ProxySocket, e))?;
+        }
     }
     if own_net {
         channel::mark(channel::Phase::Network);

@@ -24,6 +24,7 @@ const NEVER_EXACT: &[&str] = &[
     "SSL_CERT_DIR",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
+    "PIP_CERT",
     "PYTHONPATH",
     "PYTHONSTARTUP",
     "PYTHONHOME",
@@ -525,16 +526,24 @@ fn io_words(e: &std::io::Error) -> String {
     s.split(" (os error").next().unwrap_or(&s).to_string()
 }
 
-/// Where `--ca-certs` shows the bundle inside a sandbox with its own root.
+/// Where the sandbox's trust bundle (the system roots and the extra CAs, [`crate::trust`])
+/// is inside a sandbox with its own root.
 pub const CA_INSIDE: &str = "/run/sandbox-run/ca-certs.pem";
 
-/// The variables `--ca-certs` sets inside, each naming the bundle.
+/// Where the extra CAs alone are, for Node.
+pub const CA_EXTRA_INSIDE: &str = "/run/sandbox-run/ca-extra.pem";
+
+/// The variables that name the whole bundle inside.
 pub const CA_VARS: &[&str] = &[
-    "NODE_EXTRA_CA_CERTS",
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
     "GIT_SSL_CAINFO",
+    "PIP_CERT",
 ];
+
+/// The variable that names the extra CAs alone (Node adds them to its own roots).
+pub const CA_EXTRA_VAR: &str = "NODE_EXTRA_CA_CERTS";
 
 /// `--ca-certs FILE`, checked: a regular file outside the repo that no other user can write
 /// (owned by the caller or root, no group or other write bit). Returns its resolved path.

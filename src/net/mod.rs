@@ -7,3 +7,4 @@ pub mod proxy;
 pub mod secret;
 pub mod sni;
 pub mod tls;
+pub mod vault;

@@ -124,6 +124,8 @@ pub struct Proxy {
     shared: Arc<Shared>,
     listener: TcpListener,
     accept: Option<std::thread::JoinHandle<()>>,
+    /// The run's CA, made when the run has secrets.
+    ca: Option<Arc<super::tls::ca::RunCa>>,
 }
 
 impl Proxy {
@@ -141,6 +143,12 @@ impl Proxy {
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 1);
         }
+        let ca = match config.secrets.is_empty() {
+            true => None,
+            false => Some(Arc::new(
+                super::tls::ca::RunCa::new().map_err(std::io::Error::other)?,
+            )),
+        };
         let shared = Arc::new(Shared {
             config,
             stop: AtomicBool::new(false),
@@ -161,7 +169,13 @@ impl Proxy {
             shared,
             listener,
             accept: Some(accept),
+            ca,
         })
+    }
+
+    /// The run's CA certificate (PEM), when the run has secrets: for the sandbox's bundle.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.ca.as_ref().map(|c| c.pem().to_string())
     }
 
     /// Stop accepting, cut every open connection, and return the log.
