@@ -1,9 +1,11 @@
 //! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
 //! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
 //! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
-//! process holding it has exec'd or exited. Under `--net filtered` the channel is a
-//! `SOCK_SEQPACKET` socket pair instead (one message per record, the same guarantees), so that
-//! pid 1 can pass the proxy's listening socket with `SCM_RIGHTS`.
+//! process holding it has exec'd or exited. Whenever the sandbox has its own network namespace
+//! (`--net none` and `--net filtered`), or a kept layer, the channel is a `SOCK_SEQPACKET`
+//! socket pair instead (one message per record, the same guarantees), so that pid 1 can pass
+//! the sockets it makes there (the proxy's, the loopback ports', the name service's) with
+//! `SCM_RIGHTS`.
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;
@@ -37,6 +39,13 @@ pub enum Record {
     Layer,
     /// The repo's layer was full at some point of the run: writes failed with ENOSPC.
     Full,
+    /// A listening socket on a loopback port of the allow-list, the `index`th of
+    /// [`crate::net::proxy::loopback_ports`], travelling as `SCM_RIGHTS`. Sent before
+    /// [`Record::Listener`].
+    Forward { index: u16 },
+    /// The name service's UDP socket (`127.0.0.1:53` inside), travelling as `SCM_RIGHTS`.
+    /// Sent before [`Record::Listener`]; the last network record under `--net none`.
+    Names,
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -138,6 +147,8 @@ impl Record {
             Record::Handing => (8, 0, 0, 0, 0),
             Record::Layer => (9, 0, 0, 0, 0),
             Record::Full => (10, 0, 0, 0, 0),
+            Record::Forward { index } => (11, 0, index, 0, 0),
+            Record::Names => (12, 0, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -172,6 +183,8 @@ impl Record {
             8 => Some(Record::Handing),
             9 => Some(Record::Layer),
             10 => Some(Record::Full),
+            11 => Some(Record::Forward { index: step }),
+            12 => Some(Record::Names),
             _ => None,
         }
     }
@@ -349,6 +362,8 @@ mod tests {
             Record::Handing,
             Record::Layer,
             Record::Full,
+            Record::Forward { index: 513 },
+            Record::Names,
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }

@@ -3,6 +3,7 @@
 //! here runs inside the sandbox.
 
 pub mod allow;
+pub mod dns;
 pub mod proxy;
 pub mod secret;
 pub mod sni;
