@@ -1,0 +1,243 @@
+//! Refusals are named: under `--net none` and `--net filtered` a name service inside the
+//! sandbox answers every lookup with NXDOMAIN and records the name; a command that fails after
+//! such lookups ends with one line naming the host and how to allow it, and the report lists
+//! the names. Real clients inside: npm (`npm ci` of a tiny project) and Node's resolver.
+
+mod common;
+#[path = "support/schema.rs"]
+mod schema;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Looks up every name given; exit 1 if any failed (0 with `--ok`), after printing the
+/// sandbox's /etc/resolv.conf with `--resolv`.
+const LOOK: &str = r#"
+const dns = require("dns");
+const args = process.argv.slice(2);
+const ok = args.includes("--ok");
+if (args.includes("--resolv")) process.stdout.write(require("fs").readFileSync("/etc/resolv.conf", "utf8"));
+const names = args.filter(a => !a.startsWith("--"));
+let failed = 0, left = names.length;
+for (const n of names) dns.lookup(n, (e) => {
+  if (e) { failed++; console.log(n, e.code); }
+  if (--left === 0) process.exit(failed && !ok ? 1 : 0);
+});
+"#;
+
+/// The fixture, its repo, and `validate` as a test profile (the cgroup layer best-effort, so
+/// that rootless runs on a host without delegated cgroups work; `PROFILE` in the lines below
+/// is its path).
+fn setup(name: &str) -> Option<(Fixture, PathBuf, String)> {
+    if !sandbox_works() {
+        return None;
+    }
+    if which("node").is_none() {
+        skip_tool("node is not installed");
+        return None;
+    }
+    let f = Fixture::new(name);
+    let repo = f.repo("repo");
+    std::fs::write(repo.join("look.js"), LOOK).unwrap();
+    let p = f.profile(&Spec::extends("validate"));
+    Some((f, repo, p.display().to_string()))
+}
+
+fn run_in(
+    f: &Fixture,
+    p: &str,
+    repo: &Path,
+    opts: &[&str],
+    argv: &[&str],
+) -> (Run, serde_json::Value) {
+    let report = f.path("report.json");
+    let _ = std::fs::remove_file(&report);
+    let mut o = vec!["--report", report.to_str().unwrap()];
+    o.extend_from_slice(opts);
+    let r = run_command(sandbox_command(Path::new(p), repo, &o, argv), LIMIT);
+    let json: serde_json::Value = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| panic!("no report:\n{r}"));
+    schema::assert_valid_report(&json);
+    (r, json)
+}
+
+fn refused(report: &serde_json::Value) -> Vec<(String, u64)> {
+    report["sandbox"]["network"]["dns_refused"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no dns_refused in {report:#}"))
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn named_lines(r: &Run) -> Vec<&str> {
+    r.stderr
+        .lines()
+        .filter(|l| l.starts_with("sandbox-run: network: the command looked up"))
+        .collect()
+}
+
+/// The registry's host, from npm's own configuration on this host.
+fn registry_host() -> Option<String> {
+    let out = Command::new("npm")
+        .args(["config", "get", "registry"])
+        .output()
+        .ok()?;
+    let url = String::from_utf8(out.stdout).ok()?;
+    let rest = url.trim().split_once("://")?.1;
+    let host = rest.split(['/', ':']).next()?.to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+/// `npm ci` under `validate` (no network) fails within seconds, not minutes of retries, and
+/// ends with the line naming the registry's host and the flags that allow it.
+#[test]
+fn npm_ci_without_network_names_the_registry() {
+    let Some((f, repo, p)) = setup("names-npm") else {
+        return;
+    };
+    if which("npm").is_none() {
+        skip_tool("npm is not installed");
+        return;
+    }
+    let Some(host) = registry_host() else {
+        skip_tool("npm config get registry gave no URL");
+        return;
+    };
+    std::fs::write(
+        repo.join("package.json"),
+        r#"{"name":"t","version":"1.0.0","dependencies":{"is-number":"7.0.0"}}"#,
+    )
+    .unwrap();
+    // No `resolved` URL: npm takes the tarball from its configured registry.
+    std::fs::write(
+        repo.join("package-lock.json"),
+        r#"{"name":"t","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{
+  "":{"name":"t","version":"1.0.0","dependencies":{"is-number":"7.0.0"}},
+  "node_modules/is-number":{"version":"7.0.0","integrity":"sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng==","license":"MIT","engines":{"node":">=0.12.0"}}}}"#,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let (r, rep) = run_in(&f, &p, &repo, &[], &["npm", "ci"]);
+    let took = t.elapsed();
+    assert_ne!(r.code, Some(0), "{r}");
+    assert!(r.stderr.contains("ENOTFOUND"), "{r}");
+    let lines = named_lines(&r);
+    assert_eq!(lines.len(), 1, "{r}");
+    let line = lines[0];
+    assert!(
+        line.starts_with(&format!(
+            "sandbox-run: network: the command looked up {host}"
+        )),
+        "{r}"
+    );
+    assert!(
+        line.contains(&format!(
+            ", but the network is off in profile {p}; to allow it: --net filtered --allow-host {host}:"
+        )),
+        "{r}"
+    );
+    // the last line of the run
+    assert_eq!(r.stderr.trim_end().lines().last(), Some(line), "{r}");
+    assert!(took < Duration::from_secs(20), "npm took {took:?}:\n{r}");
+    assert!(
+        refused(&rep).iter().any(|(n, c)| n == &host && *c >= 1),
+        "{rep:#}"
+    );
+    eprintln!("npm ci under validate failed in {took:?}");
+}
+
+/// Under `--net filtered`, a name on the allow-list gets the same answer (clients reach it
+/// through the proxy) but is no refusal: no line, not in the report. The control: a name not
+/// on the list, in the same kind of run, is named with the flag that allows it.
+#[test]
+fn an_allowed_name_is_not_a_refusal() {
+    let Some((f, repo, p)) = setup("names-filtered") else {
+        return;
+    };
+    let allow = ["--allow-host", "allowed.example:443"];
+    let (r, rep) = run_in(
+        &f,
+        &p,
+        &repo,
+        &allow,
+        &["node", "look.js", "allowed.example"],
+    );
+    r.assert_code(1);
+    assert_eq!(r.stdout.trim(), "allowed.example ENOTFOUND", "{r}");
+    assert!(named_lines(&r).is_empty(), "{r}");
+    assert!(refused(&rep).is_empty(), "{rep:#}");
+
+    let (r, rep) = run_in(
+        &f,
+        &p,
+        &repo,
+        &allow,
+        &["node", "look.js", "allowed.example", "other.example"],
+    );
+    r.assert_code(1);
+    assert_eq!(
+        named_lines(&r),
+        vec![format!("sandbox-run: network: the command looked up other.example, which is not on the allow-list of profile {p}; to allow it: --allow-host other.example")],
+        "{r}"
+    );
+    let names: Vec<String> = refused(&rep).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, vec!["other.example".to_string()], "{rep:#}");
+}
+
+/// A command that succeeds after a refused lookup gets no line; the report still lists the
+/// name. Inside, /etc/resolv.conf names the sandbox's own name service. The control: the
+/// same lookups in a command that fails get the line, counting the other names.
+#[test]
+fn a_command_that_succeeds_prints_no_line() {
+    let Some((f, repo, p)) = setup("names-ok") else {
+        return;
+    };
+    let (r, rep) = run_in(
+        &f,
+        &p,
+        &repo,
+        &[],
+        &[
+            "node",
+            "look.js",
+            "--ok",
+            "--resolv",
+            "a.example",
+            "b.example",
+        ],
+    );
+    r.assert_code(0);
+    assert!(r.stdout.contains("\nnameserver 127.0.0.1\n"), "{r}");
+    assert!(r.stdout.contains("a.example ENOTFOUND"), "{r}");
+    assert!(named_lines(&r).is_empty(), "{r}");
+    let names: Vec<String> = refused(&rep).into_iter().map(|(n, _)| n).collect();
+    assert!(names.contains(&"a.example".to_string()), "{rep:#}");
+    assert!(names.contains(&"b.example".to_string()), "{rep:#}");
+
+    let (r, _) = run_in(
+        &f,
+        &p,
+        &repo,
+        &[],
+        &["node", "look.js", "a.example", "b.example"],
+    );
+    r.assert_code(1);
+    let lines = named_lines(&r);
+    assert_eq!(lines.len(), 1, "{r}");
+    let tail = format!(
+        ".example (and 1 other name), but the network is off in profile {p}; to allow it: --net filtered --allow-host "
+    );
+    assert!(lines[0].contains(&tail), "{r}");
+}
