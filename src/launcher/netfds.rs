@@ -105,27 +105,27 @@ fn socket(ip: IpAddr, port: u16, kind: i32) -> Result<i32, i32> {
 pub const RESOLV_CONF: &str = "# sandbox-run: the sandbox's own name service, which answers every lookup with NXDOMAIN\n# (clients reach allowed hosts through the proxy, which resolves names on the host)\nnameserver 127.0.0.1\noptions attempts:1\n";
 
 /// Bind a file holding [`RESOLV_CONF`] read-only over `/etc/resolv.conf`. The file is made on
-/// a tmpfs of its own, mounted for the moment over the sandbox's `/tmp` and detached once the
-/// file is bound (whatever `/tmp` is, a profile's `extra_rw` of the host's included, is never
-/// written): nothing on the host, nothing to clean up. A sandbox without `/etc/resolv.conf` (a
-/// profile whose `system_ro` leaves it out, a host without one) keeps none: resolvers then ask
-/// 127.0.0.1 anyway.
+/// the sandbox's `/dev` (a tmpfs of its own, [`crate::layers::mounts::Op::Dev`]) and unlinked
+/// once bound: nothing on the host, nothing to clean up, and no mount to undo (an unmount
+/// waits for an RCU grace period: up to several ms, measured). A sandbox without
+/// `/etc/resolv.conf` (a profile whose `system_ro` leaves it out, a host without one) keeps
+/// none: resolvers then ask 127.0.0.1 anyway.
 fn resolv_conf() -> Result<(), StepError> {
-    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    use nix::mount::{mount, MsFlags};
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     const DST: &str = "/etc/resolv.conf";
-    const DIR: &str = "/tmp";
-    const TMP: &str = "/tmp/resolv.conf";
+    const TMP: &str = "/dev/.sandbox-run-resolv.conf";
     let fail = |e: i32| StepError::new(Step::NameService, e);
     match std::fs::symlink_metadata(DST) {
         Ok(m) if m.is_file() => {}
         _ => return Ok(()),
     }
-    let none: Option<&str> = None;
-    let quiet = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some("tmpfs"), DIR, Some("tmpfs"), quiet, Some("size=4k,mode=0755"))
-        .map_err(|e| fail(e as i32))?;
+    // Only the sandbox's own /dev, never a host directory.
+    let dev = nix::sys::statfs::statfs("/dev").map_err(|e| fail(e as i32))?;
+    if dev.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+        return Err(fail(libc::EXDEV));
+    }
     let made = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -134,6 +134,8 @@ fn resolv_conf() -> Result<(), StepError> {
         .open(TMP)
         .and_then(|mut f| f.write_all(RESOLV_CONF.as_bytes()))
         .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
+    let none: Option<&str> = None;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let bound = made.and_then(|()| {
         mount(Some(TMP), DST, none, MsFlags::MS_BIND, none)
             .and_then(|()| {
@@ -141,13 +143,13 @@ fn resolv_conf() -> Result<(), StepError> {
                     none,
                     DST,
                     none,
-                    MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | quiet,
+                    MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | flags,
                     none,
                 )
             })
             .map_err(|e| e as i32)
     });
-    // The bind keeps the file; the sandbox's own /tmp is back.
-    let detached = umount2(DIR, MntFlags::MNT_DETACH).map_err(|e| e as i32);
-    bound.and(detached).map_err(fail)
+    // The bind keeps the file; its name goes.
+    let _ = std::fs::remove_file(TMP);
+    bound.map_err(fail)
 }
