@@ -237,3 +237,23 @@ fn the_proxy_port_is_refused_at_plan_time() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{r}");
 }
+
+/// The attack: the command tries to take a listed port inside (to answer, itself, the
+/// connections meant for the host's service): the port is pid 1's, handed to the supervisor
+/// before the command existed, and cannot be bound again. The control: the next port, not
+/// listed, serves the command's own loopback as always.
+#[test]
+fn the_command_cannot_take_a_listed_port() {
+    let Some((_f, repo, p)) = setup("lport-steal") else {
+        return;
+    };
+    let s = stub();
+    let lit = format!("127.0.0.1:{}", s.port);
+    let port = s.port.to_string();
+    let free = s.port.wrapping_add(1).max(1024).to_string();
+    let opts = ["--allow-host", lit.as_str()];
+    run_probe(&p, &repo, &opts, &["tcp-loopback", "127.0.0.1", &free]).assert_ok();
+    run_probe(&p, &repo, &opts, &["tcp-loopback", "127.0.0.1", &port])
+        .assert_errno(&[libc::EADDRINUSE]);
+    assert_eq!(s.hits.load(Ordering::SeqCst), 0);
+}

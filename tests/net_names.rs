@@ -241,3 +241,55 @@ fn a_command_that_succeeds_prints_no_line() {
     );
     assert!(lines[0].contains(&tail), "{r}");
 }
+
+/// The attack: a command floods the name service with invented names and with names holding
+/// terminal escapes. The supervisor's record stays bounded (1024 names, the rest counted in
+/// one entry), every query is still answered, and no escape byte reaches the report or the
+/// caller's terminal.
+#[test]
+fn hostile_lookups_stay_bounded_and_inert() {
+    let Some((f, repo, p)) = setup("names-flood") else {
+        return;
+    };
+    std::fs::write(
+        repo.join("flood.js"),
+        r#"
+const dgram = require("dgram");
+const s = dgram.createSocket("udp4");
+function query(id, labels) {
+  const parts = [Buffer.from([id >> 8, id & 255, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0])];
+  for (const l of labels) { const b = Buffer.from(l, "latin1"); parts.push(Buffer.from([b.length]), b); }
+  parts.push(Buffer.from([0, 0, 1, 0, 1]));
+  return Buffer.concat(parts);
+}
+const qs = [query(1, ["x\x1b]0;pwned\x07", "example"]), query(2, ["\x1b[31mred", "example"])];
+for (let i = 0; i < 1100; i++) qs.push(query(3 + i, ["n" + i, "example"]));
+let answered = 0, next = 0;
+s.on("message", (m) => {
+  if ((m[3] & 15) !== 3) { console.log("rcode", m[3] & 15); process.exit(2); }
+  if (++answered === qs.length) { console.log("answered", answered); process.exit(1); }
+  send();
+});
+// a few in flight at a time: the socket's buffers are not the test
+function send() { if (next < qs.length) s.send(qs[next++], 53, "127.0.0.1"); }
+for (let i = 0; i < 8; i++) send();
+setTimeout(() => { console.log("answered only", answered); process.exit(3); }, 30000);
+"#,
+    )
+    .unwrap();
+    let (r, rep) = run_in(&f, &p, &repo, &[], &["node", "flood.js"]);
+    r.assert_code(1);
+    assert_eq!(r.stdout.trim(), "answered 1102", "{r}");
+    let names = refused(&rep);
+    assert_eq!(names.len(), 1025, "{r}");
+    let overflow = names
+        .iter()
+        .find(|(n, _)| n == "(more names than the log keeps)")
+        .unwrap_or_else(|| panic!("no overflow entry: {names:?}"));
+    assert_eq!(overflow.1, 1100 - 1024);
+    assert!(names.iter().all(|(n, _)| !n.contains('\x1b')), "{names:?}");
+    assert!(!r.stderr.contains('\x1b'), "{r}");
+    let lines = named_lines(&r);
+    assert_eq!(lines.len(), 1, "{r}");
+    assert!(lines[0].contains("(and more than 1023 other names)"), "{r}");
+}

@@ -77,7 +77,8 @@ pub enum Phase {
     /// Stage 2 is done (copy-back included) and exits.
     Stage2Ended,
     /// pid 1 is in the sandbox's network namespace (made meanwhile by stage 2, see
-    /// `ns::Net`), and the proxy's socket made there under `--net filtered`.
+    /// `ns::Net`), and its sockets made there (the name service's; under `--net filtered`
+    /// the loopback ports' and the proxy's).
     Network,
 }
 
