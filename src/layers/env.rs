@@ -601,6 +601,21 @@ fn why(r: Refusal) -> &'static str {
 mod tests {
     use super::*;
 
+    #[test]
+    fn no_fetch_retries_keeps_what_was_set() {
+        let mut v = BTreeMap::new();
+        no_fetch_retries(&mut v);
+        assert_eq!(
+            v.get("npm_config_fetch_retries").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(v.get("PIP_RETRIES").map(String::as_str), Some("0"));
+        let mut v = BTreeMap::from([("NPM_CONFIG_FETCH_RETRIES".to_string(), "5".to_string())]);
+        no_fetch_retries(&mut v);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v["NPM_CONFIG_FETCH_RETRIES"], "5");
+    }
+
     fn caller() -> Vec<(String, String)> {
         [
             ("PATH", "/usr/bin"),
