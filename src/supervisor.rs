@@ -452,7 +452,7 @@ pub fn run(
     // layer: until its end, for the hand-over.
     let mut watch_channel = own_net || kept;
     let mut early = Vec::new();
-    let mut served = Served::default();
+    let mut net = Served::default();
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut hand_over_until: Option<Instant> = None;
@@ -510,14 +510,8 @@ pub fn run(
         drop(fds);
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
-            watch_channel = channel_records(
-                plan,
-                kept,
-                &rec_r,
-                &mut early,
-                &mut served,
-                &mut f,
-                |line| {
+            watch_channel =
+                channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
                     // never waiting for the caller, here in the loop
                     let mut own;
                     let err = match &mut sinks[1] {
@@ -529,8 +523,7 @@ pub fn run(
                     };
                     err.say(&line);
                     err.flush();
-                },
-            );
+                });
             if f.handing && !was_handing {
                 // The sandbox is gone: a last exact count of the layer, for what was written
                 // after the last check.
@@ -548,7 +541,7 @@ pub fn run(
                 // own time, not by the timeout, the kill grace or a signal to us.
                 hand_over_until = Some(Instant::now() + HAND_OVER);
             }
-            let proxy_lost = plan.net == NetMode::Filtered && served.proxy.is_none() && !f.handing;
+            let proxy_lost = plan.net == NetMode::Filtered && net.proxy.is_none() && !f.handing;
             if proxy_lost && !watch_channel && !terminating {
                 // No proxy: nothing to serve the sandbox with; end it (the record says why).
                 terminate(pid);
@@ -630,10 +623,10 @@ pub fn run(
     // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
     // what the workload left behind when its reaper died.
     crate::launcher::init::kill_children();
-    if let Some(p) = served.proxy {
+    if let Some(p) = net.proxy {
         f.connections = p.stop();
     }
-    if let Some(n) = served.names {
+    if let Some(n) = net.names {
         f.dns_refused = n.stop();
     }
     if let Some(leaf) = leaf {
