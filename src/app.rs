@@ -758,6 +758,12 @@ impl Runner<'_> {
             eprintln!("{}", crate::layers::disk::stopped_line(c, &plan));
         }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        // A command that failed after refused lookups is told which host it wanted.
+        let filtered = plan.net == crate::profile::NetMode::Filtered;
+        let named = crate::net::dns::refusal_line(&finished.dns_refused, &plan.profile, filtered);
+        if let Some(line) = named.filter(|_| result.exit_code != 0) {
+            eprintln!("{line}");
+        }
         result.repo_changes = self.way_back(cmd, &plan, &finished);
         let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
         let hit = finished.disk_stopped.is_some() || full_at_end;

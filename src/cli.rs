@@ -207,7 +207,9 @@ pub struct RunArgs {
     pub net: Option<NetArg>,
     /// Add a host to the proxy's allow-list (repeatable): `api.example.com` (ports 443 and
     /// 80), `*.example.org` (subdomains), `example.net:8443`, `127.0.0.1:8787` (an address
-    /// only as written). On a profile without network this switches to `filtered`.
+    /// only as written; a loopback address or `localhost` with a port also appears on the
+    /// sandbox's own loopback, relayed to the host's). On a profile without network this
+    /// switches to `filtered`.
     #[arg(long = "allow-host", value_name = "PATTERN")]
     pub allow_host: Vec<String>,
     /// `$HOME`: `tmp` (gone after the run) or `persist` (kept per user and profile; overrides

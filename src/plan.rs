@@ -612,6 +612,9 @@ pub fn build(
             tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
         }
     }
+    if net == NetMode::None && namespaces {
+        env::no_fetch_retries(&mut built.vars);
+    }
     // `[filesystem] file_commands`: private copies, `$RUNNER_TEMP`'s entries read-only.
     let file_commands = match fs.file_commands {
         false => None,
@@ -896,7 +899,11 @@ pub fn plan_network(
             allow.push(h.clone());
         }
     }
-    crate::net::allow::AllowList::parse(&allow).map_err(|e| format!("--allow-host: {e}"))?;
+    let list =
+        crate::net::allow::AllowList::parse(&allow).map_err(|e| format!("--allow-host: {e}"))?;
+    if mode == NetMode::Filtered {
+        crate::net::proxy::check_loopback_ports(&list).map_err(|e| format!("--allow-host: {e}"))?;
+    }
     if mode != NetMode::Filtered {
         allow.clear();
     }

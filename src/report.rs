@@ -161,8 +161,13 @@ pub struct Network {
     pub listen: bool,
     /// `filtered`: the patterns the proxy lets through.
     pub allow: Vec<String>,
-    /// `filtered`: one entry per host:port the command asked the proxy for.
+    /// `filtered`: one entry per host:port the command asked the proxy for, or connected to
+    /// on a loopback port of the list.
     pub connections: Vec<crate::net::proxy::Connection>,
+    /// `none` and `filtered`: the names the command looked up that the sandbox's name service
+    /// refused, most looked-up first (under `filtered`, names on the allow-list are answered
+    /// the same but not listed: the proxy reaches them).
+    pub dns_refused: Vec<crate::net::dns::Refused>,
 }
 
 impl Network {
@@ -177,6 +182,7 @@ impl Network {
             listen: !(plan.seccomp && plan.seccomp_options.deny_listen),
             allow: plan.network_allow.clone(),
             connections: Vec::new(),
+            dns_refused: Vec::new(),
         }
     }
 }
@@ -463,6 +469,7 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
             .collect(),
         network: Network {
             connections: f.connections.clone(),
+            dns_refused: f.dns_refused.clone(),
             ..Network::of(plan, abi)
         },
         degraded: plan.degraded.clone(),

@@ -1,9 +1,11 @@
 //! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
 //! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
 //! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
-//! process holding it has exec'd or exited. Under `--net filtered` the channel is a
-//! `SOCK_SEQPACKET` socket pair instead (one message per record, the same guarantees), so that
-//! pid 1 can pass the proxy's listening socket with `SCM_RIGHTS`.
+//! process holding it has exec'd or exited. Whenever the sandbox has its own network namespace
+//! (`--net none` and `--net filtered`), or a kept layer, the channel is a `SOCK_SEQPACKET`
+//! socket pair instead (one message per record, the same guarantees), so that pid 1 can pass
+//! the sockets it makes there (the proxy's, the loopback ports', the name service's) with
+//! `SCM_RIGHTS`.
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;
@@ -40,6 +42,13 @@ pub enum Record {
     /// The other way, supervisor to pid 1 (a run with secrets): the run's CA is in the trust
     /// bundle (`ok`), or the proxy could not start; pid 1 waits for it ([`wait_trusted`]).
     Trusted { ok: bool },
+    /// A listening socket on a loopback port of the allow-list, the `index`th of
+    /// [`crate::net::proxy::loopback_ports`], travelling as `SCM_RIGHTS`. Sent before
+    /// [`Record::Listener`].
+    Forward { index: u16 },
+    /// The name service's UDP socket (`127.0.0.1:53` inside), travelling as `SCM_RIGHTS`.
+    /// Sent before [`Record::Listener`]; the last network record under `--net none`.
+    Names,
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -71,7 +80,8 @@ pub enum Phase {
     /// Stage 2 is done (copy-back included) and exits.
     Stage2Ended,
     /// pid 1 is in the sandbox's network namespace (made meanwhile by stage 2, see
-    /// `ns::Net`), and the proxy's socket made there under `--net filtered`.
+    /// `ns::Net`), and its sockets made there (the name service's; under `--net filtered`
+    /// the loopback ports' and the proxy's).
     Network,
 }
 
@@ -142,6 +152,8 @@ impl Record {
             Record::Layer => (9, 0, 0, 0, 0),
             Record::Full => (10, 0, 0, 0, 0),
             Record::Trusted { ok } => (11, ok as u8, 0, 0, 0),
+            Record::Forward { index } => (12, 0, index, 0, 0),
+            Record::Names => (13, 0, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -177,6 +189,8 @@ impl Record {
             9 => Some(Record::Layer),
             10 => Some(Record::Full),
             11 => Some(Record::Trusted { ok: b[1] == 1 }),
+            12 => Some(Record::Forward { index: step }),
+            13 => Some(Record::Names),
             _ => None,
         }
     }
@@ -391,6 +405,8 @@ mod tests {
             Record::Full,
             Record::Trusted { ok: true },
             Record::Trusted { ok: false },
+            Record::Forward { index: 513 },
+            Record::Names,
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }

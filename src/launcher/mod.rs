@@ -27,6 +27,7 @@
 
 pub mod channel;
 pub mod init;
+mod netfds;
 pub mod stage2;
 
 use crate::plan::Plan;
