@@ -24,6 +24,7 @@
 mod decide;
 mod relay;
 mod request;
+mod terminate;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +32,7 @@ pub use decide::{decide, Denial};
 pub use request::{parse_request, Request};
 
 use super::allow::{host_networks, AllowList, Host, HostNet};
-use super::secret::Secrets;
+use super::secret::{Misdirected, SecretUse, Secrets};
 use super::sni::{self, Hello};
 use decide::{io_text, system_resolve};
 use relay::{hand_off, Relay};
@@ -62,6 +63,9 @@ const MAX_ACTIVE: usize = 100;
 const MAX_LOG: usize = 1024;
 const OVERFLOW: &str = "(more hosts than the log keeps)";
 const STACK: usize = 128 * 1024;
+/// The stack of a connection thread in a run with secrets: TLS handshakes and certificate
+/// checks need more than a tunnel (only the pages touched are resident).
+const TLS_STACK: usize = 512 * 1024;
 const BUF: usize = 64 * 1024;
 
 /// What the proxy enforces.
@@ -117,6 +121,12 @@ struct Shared {
     relay: Mutex<Option<Arc<Relay>>>,
     /// The host's own networks, read at start ([`host_networks`]).
     nets: Vec<HostNet>,
+    /// The CA and TLS configurations of a run with secrets; `None` without.
+    tls: Option<terminate::Tls>,
+    /// Placeholders replaced, per secret (by index).
+    injections: Vec<AtomicU64>,
+    /// Placeholders refused, per secret name, host and port (bounded by [`MAX_LOG`]).
+    misdirected: Mutex<BTreeMap<(String, String, u16), u64>>,
 }
 
 /// A running proxy; [`Proxy::stop`] ends it and returns the connection log.
@@ -141,6 +151,20 @@ impl Proxy {
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 1);
         }
+        // Only a run with secrets makes a CA and reads the roots: the others start as fast as
+        // before. The supervisor starts the proxy after forking the sandbox's processes, so
+        // the CA's key is in no memory but its own.
+        let tls = if config.secrets.is_empty() {
+            None
+        } else {
+            Some(terminate::Tls::new(&config.extra_roots).map_err(std::io::Error::other)?)
+        };
+        let injections = config
+            .secrets
+            .list
+            .iter()
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let shared = Arc::new(Shared {
             config,
             stop: AtomicBool::new(false),
@@ -150,6 +174,9 @@ impl Proxy {
             live: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
             nets,
+            tls,
+            injections,
+            misdirected: Mutex::new(BTreeMap::new()),
         });
         let l = listener.try_clone()?;
         let s = shared.clone();
@@ -187,6 +214,45 @@ impl Proxy {
             r.quit();
         }
         self.log()
+    }
+
+    /// The run's CA certificate (PEM) for the sandbox's trust bundle; `None` without secrets.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.shared.tls.as_ref().map(|t| t.ca.pem().to_string())
+    }
+
+    /// Every secret with the placeholders replaced by its value so far, and the refused
+    /// placeholders (names and hosts, never values).
+    pub fn secret_log(&self) -> (Vec<SecretUse>, Vec<Misdirected>) {
+        let uses = self
+            .shared
+            .config
+            .secrets
+            .list
+            .iter()
+            .zip(&self.shared.injections)
+            .map(|(s, n)| SecretUse {
+                name: s.name.clone(),
+                hosts: s.host_text.clone(),
+                injections: n.load(Ordering::Relaxed),
+            })
+            .collect();
+        let mis = lock(&self.shared.misdirected)
+            .iter()
+            .map(|((secret, host, port), count)| Misdirected {
+                secret: secret.clone(),
+                host: host.clone(),
+                port: *port,
+                count: *count,
+            })
+            .collect();
+        (uses, mis)
+    }
+
+    /// A handle for connections that reach a host without going through the proxy (the
+    /// sandbox's loopback listeners): see [`Interceptor::intercept`].
+    pub fn interceptor(&self) -> Interceptor {
+        Interceptor(self.shared.clone())
     }
 
     /// The connection log so far.
@@ -239,8 +305,13 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let id = next_id;
         shared.active.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
+        let stack = if shared.tls.is_some() {
+            TLS_STACK
+        } else {
+            STACK
+        };
         let spawned = std::thread::Builder::new()
-            .stack_size(STACK)
+            .stack_size(stack)
             .spawn(move || {
                 if let Ok(c) = stream.try_clone() {
                     lock(&s.live).insert(id, vec![c]);
@@ -361,6 +432,16 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
             return None;
         }
     };
+    let mut forward = req.forward.clone();
+    if let Some(head) = forward.as_mut() {
+        match plain_secrets(shared, host, port, head) {
+            Ok(()) => {}
+            Err(body) => {
+                let _ = respond(client, "403 Forbidden", &body);
+                return None;
+            }
+        }
+    }
     let upstream = match connect(&addrs) {
         Ok(u) => u,
         Err(e) => {
@@ -382,7 +463,7 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
         }
     }
     let mut pending = buf.split_off(req.head_len);
-    match &req.forward {
+    match &forward {
         None => {
             if (&*client)
                 .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -394,6 +475,21 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
                 shared.deny(what, host, port, &d);
                 // A fatal TLS alert, access_denied: the client is past HTTP already.
                 let _ = (&*client).write_all(&[0x15, 3, 3, 0, 2, 2, 49]);
+                return None;
+            }
+            if shared.tls.is_some() && cfg.secrets.injects(host, port) {
+                let _ = client.set_read_timeout(None);
+                let counters = shared.record(host, port, true, &format!("allow-list: {rule}"));
+                terminate::Session::run(
+                    shared,
+                    client,
+                    &upstream,
+                    host,
+                    port,
+                    &pending,
+                    terminate::Mode::Tls,
+                    counters,
+                );
                 return None;
             }
         }
@@ -512,4 +608,133 @@ fn check_tunnel(
             }
         }
     }
+}
+
+/// A plain-HTTP request head (absolute form): a placeholder in it is refused, unless the
+/// target is a loopback address listed for that secret (the bytes never leave the host),
+/// where the value is put in its place. The error is the body of a 403.
+fn plain_secrets(
+    shared: &Shared,
+    host: &Host,
+    port: u16,
+    head: &mut Vec<u8>,
+) -> Result<(), String> {
+    let secrets = &shared.config.secrets;
+    if secrets.find(head).is_none() {
+        return Ok(());
+    }
+    let loopback = matches!(host, Host::Ip(ip) if ip.is_loopback());
+    let refused = |i: usize| {
+        let name = shared.misdirect(i, host, port);
+        format!(
+            "sandbox-run: network: refused a request to {host}:{port}\n\
+             rule: it carries the placeholder of secret {name}, which goes only to its listed \
+             hosts, and over plain HTTP only to a loopback address\n"
+        )
+    };
+    if !loopback {
+        let (i, _) = secrets.find(head).unwrap_or((0, &secrets.list[0]));
+        return Err(refused(i));
+    }
+    match secrets.inject(host, port, head) {
+        Ok((out, counts)) => {
+            shared.injected(&counts);
+            *head = out;
+            Ok(())
+        }
+        Err(i) => Err(refused(i)),
+    }
+}
+
+/// Connections that reach a host a secret may be listed for without going through the
+/// proxy (listeners on the sandbox's loopback that forward to the host's loopback ports):
+/// they are terminated and injected like the proxy's own.
+#[derive(Clone)]
+pub struct Interceptor(Arc<Shared>);
+
+impl Interceptor {
+    /// Whether connections to `host:port` must go through [`Interceptor::intercept`].
+    pub fn wants(&self, host: &Host, port: u16) -> bool {
+        self.0.tls.is_some() && self.0.config.secrets.injects(host, port)
+    }
+
+    /// Take over a connection to `host:port` (already connected to `upstream`), whose
+    /// client sent `first` so far: a TLS ClientHello (its server name must be the host, or
+    /// none) is terminated; plain HTTP is injected in plain text only when the host is a
+    /// loopback address. Returns at once: a thread of the proxy moves the connection, and
+    /// [`Proxy::stop`] ends it. The connection log counts it under `host:port`.
+    pub fn intercept(
+        &self,
+        client: TcpStream,
+        upstream: TcpStream,
+        host: &Host,
+        port: u16,
+        first: Vec<u8>,
+    ) {
+        let shared = &self.0;
+        if shared.stop.load(Ordering::SeqCst) || shared.active.load(Ordering::SeqCst) >= MAX_ACTIVE
+        {
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        let id = INTERCEPT_IDS.fetch_add(1, Ordering::Relaxed);
+        if let (Ok(c), Ok(u)) = (client.try_clone(), upstream.try_clone()) {
+            lock(&shared.live).insert(id, vec![c, u]);
+        }
+        shared.active.fetch_add(1, Ordering::SeqCst);
+        let s = shared.clone();
+        let host = host.clone();
+        let spawned = std::thread::Builder::new()
+            .stack_size(TLS_STACK)
+            .spawn(move || {
+                intercepted(&s, &client, &upstream, &host, port, first);
+                let _ = client.shutdown(Shutdown::Both);
+                let _ = upstream.shutdown(Shutdown::Both);
+                s.finish(id);
+            });
+        if spawned.is_err() {
+            shared.finish(id);
+        }
+    }
+}
+
+/// Ids of intercepted connections in [`Shared::live`]: from the top down, apart from the
+/// proxy's own.
+static INTERCEPT_IDS: AtomicU64 = AtomicU64::new(1 << 63);
+
+fn intercepted(
+    shared: &Arc<Shared>,
+    client: &TcpStream,
+    upstream: &TcpStream,
+    host: &Host,
+    port: u16,
+    first: Vec<u8>,
+) {
+    let mut pending = first;
+    let what = "connection to";
+    if let Err(d) = check_tunnel(client, upstream, host, &mut pending) {
+        shared.deny(what, host, port, &d);
+        let _ = (&*client).write_all(&[0x15, 3, 3, 0, 2, 2, 49]);
+        return;
+    }
+    let tls = pending.first() == Some(&0x16);
+    let loopback = matches!(host, Host::Ip(ip) if ip.is_loopback());
+    if !tls && !loopback {
+        let d = Denial {
+            reason: "plain HTTP carrying secrets goes only to a loopback address".into(),
+            fix: "use https:// for this host".into(),
+        };
+        shared.deny(what, host, port, &d);
+        let _ = respond(client, "403 Forbidden", &shared.body(what, host, port, &d));
+        return;
+    }
+    let counters = shared.record(host, port, true, "a secret is listed for it");
+    let mode = if tls {
+        terminate::Mode::Tls
+    } else {
+        terminate::Mode::Plain
+    };
+    terminate::Session::run(
+        shared, client, upstream, host, port, &pending, mode, counters,
+    );
 }

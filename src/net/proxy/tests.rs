@@ -301,6 +301,9 @@ fn the_log_is_bounded() {
         live: Mutex::new(HashMap::new()),
         relay: Mutex::new(None),
         nets: Vec::new(),
+        tls: None,
+        injections: Vec::new(),
+        misdirected: Mutex::new(BTreeMap::new()),
     };
     let d = Denial {
         reason: "not on the allow-list".into(),
