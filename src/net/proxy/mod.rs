@@ -27,6 +27,8 @@ mod request;
 mod terminate;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tls;
 
 pub use decide::{decide, Denial};
 pub use request::{parse_request, Request};

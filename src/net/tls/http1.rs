@@ -380,7 +380,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             (h.len, h.body, h.host.as_deref()),
-            (52, Body::Length(5), Some("a.com"))
+            (53, Body::Length(5), Some("a.com"))
         );
         let h = parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n")
             .unwrap()

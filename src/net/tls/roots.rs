@@ -94,8 +94,8 @@ mod tests {
         let empty = dir.join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
         let base = load(&[]).map(|s| s.len()).unwrap_or(0);
-        assert_eq!(load(&[good.clone()]).unwrap().len(), base + 1);
-        let e = load(&[empty.clone()]).unwrap_err();
+        assert_eq!(load(std::slice::from_ref(&good)).unwrap().len(), base + 1);
+        let e = load(std::slice::from_ref(&empty)).unwrap_err();
         assert!(e.contains("empty.pem holds no usable"), "{e}");
         let e = load(&[dir.join("missing.pem")]).unwrap_err();
         assert!(
