@@ -14,6 +14,8 @@ const PH_A: &str = "sk-ant-PLACEHOLDERaaaaaaaaaa";
 const VAL_A: &str = "sk-ant-realvalue-0123456789";
 const PH_B: &str = "ghp_PLACEHOLDERbbbbbbbbbbbb";
 const VAL_B: &str = "ghp_realvalue-bbbb-0123456";
+const PH_C: &str = "AIzaPLACEHOLDERcccccccccccc";
+const VAL_C: &str = "AIza-realvalue-cccc-012345";
 
 /// A test CA (PEM in a file) and a server configuration for localhost and 127.0.0.1.
 fn test_ca(dir: &std::path::Path) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
@@ -176,7 +178,7 @@ impl Drop for TempDir {
 
 /// The proxy allows `localhost:PORT` and `127.0.0.1:PORT` (the TLS server) and
 /// `127.0.0.1:PLAIN` (a plain server); secret A is listed for `localhost:PORT`, B for
-/// `127.0.0.1:PORT`. `trust` passes the test CA as an extra root.
+/// `127.0.0.1:PORT`, C for `127.0.0.1:PLAIN`. `trust` passes the test CA as an extra root.
 fn fixture(trust: bool, big: usize) -> Fixture {
     let dir = std::env::temp_dir().join(format!(
         "tls-test-{}-{:?}",
@@ -201,6 +203,7 @@ fn fixture(trust: bool, big: usize) -> Fixture {
         list: vec![
             secret("A", format!("localhost:{port}"), PH_A, VAL_A),
             secret("B", format!("127.0.0.1:{port}"), PH_B, VAL_B),
+            secret("C", format!("127.0.0.1:{plain_port}"), PH_C, VAL_C),
         ],
     };
     let config = Config {
@@ -491,6 +494,81 @@ fn responses_stream() {
     let mut rest = Vec::new();
     let _ = t.read_to_end(&mut rest);
     assert_eq!(rest, b"data: two\n\n");
+}
+
+/// Plain HTTP carries a secret only to a loopback address listed for it (the bytes never
+/// leave the host): there the value is put in place.
+#[test]
+fn plain_http_to_a_listed_loopback_address_is_injected() {
+    let f = fixture(true, 0);
+    let mut c = TcpStream::connect(("127.0.0.1", f.proxy_port)).unwrap();
+    write!(
+        c,
+        "GET http://127.0.0.1:{}/?k={PH_C} HTTP/1.1\r\nx-key: {PH_C}\r\n\r\n",
+        f.plain_port
+    )
+    .unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let _ = super::tests::read_some(&mut c);
+    let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert!(
+        got.starts_with(&format!("GET /?k={VAL_C} HTTP/1.1\r\n")),
+        "{got}"
+    );
+    assert!(got.contains(&format!("x-key: {VAL_C}\r\n")), "{got}");
+    assert_eq!(f.log().0[2].injections, 2);
+}
+
+/// Connections that did not come through the proxy (the sandbox's loopback listeners):
+/// a TLS client is terminated and injected like a CONNECT; plain HTTP to a loopback port
+/// is injected in plain text, request by request.
+#[test]
+fn intercepted_connections_are_injected() {
+    let f = fixture(true, 0);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let lp = l.local_addr().unwrap().port();
+    let icp = f.proxy.as_ref().unwrap().interceptor();
+    let ip = Host::Ip("127.0.0.1".parse().unwrap());
+    assert!(icp.wants(&ip, f.port) && icp.wants(&ip, f.plain_port) && !icp.wants(&ip, 1));
+    let (tls_port, plain_port) = (f.port, f.plain_port);
+    std::thread::spawn(move || {
+        for (i, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            let port = if i == 0 { tls_port } else { plain_port };
+            let up = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut first = vec![0u8; 3];
+            s.read_exact(&mut first).unwrap();
+            icp.intercept(s, up, &Host::Ip("127.0.0.1".parse().unwrap()), port, first);
+        }
+    });
+    let c = TcpStream::connect(("127.0.0.1", lp)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let conn =
+        rustls::ClientConnection::new(f.client.clone(), ServerName::try_from("127.0.0.1").unwrap())
+            .unwrap();
+    let mut t = rustls::StreamOwned::new(conn, c);
+    let req = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{tls_port}\r\nx: {PH_B}\r\n\r\n");
+    assert_eq!(request(&mut t, &req).0, "200 OK");
+    assert!(f.received().0.contains(&format!("x: {VAL_B}\r\n")));
+    let bad = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{tls_port}\r\nx: {PH_A}\r\n\r\n");
+    assert_eq!(request(&mut t, &bad).0, "403 Forbidden");
+    f.nothing_received();
+
+    let mut c = TcpStream::connect(("127.0.0.1", lp)).unwrap();
+    write!(
+        c,
+        "GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {PH_C}\r\n\r\n"
+    )
+    .unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(
+        got,
+        format!("GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {VAL_C}\r\n\r\n")
+    );
+    let (uses, mis) = f.log();
+    assert_eq!((uses[1].injections, uses[2].injections), (1, 1));
+    assert_eq!(mis[0].secret, "A");
 }
 
 /// An upstream whose certificate the roots do not trust: a 502 over the terminated TLS that
