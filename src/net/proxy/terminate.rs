@@ -229,6 +229,9 @@ impl End {
                 if let Err(e) = t.process_new_packets() {
                     return Err(e.to_string());
                 }
+                if t.is_handshaking() {
+                    return Err("the connection ended during the TLS handshake".into());
+                }
             }
             return Ok(progress);
         }
@@ -475,10 +478,12 @@ impl<'a> Session<'a> {
                     (Ok(a), Ok(b)) => progress |= a || b,
                     _ => return Stop::Cut,
                 }
-                if self.client.closed && self.upstream.closed {
+                // (a failed upstream waits for the client's handshake, to answer it)
+                let failed = self.upstream_error.is_some();
+                if self.client.closed && self.upstream.closed && !failed {
                     return Stop::Done;
                 }
-                if self.upstream.closed && self.down_pending.is_empty() {
+                if self.upstream.closed && self.down_pending.is_empty() && !failed {
                     // the server ended: what it sent reaches the client, then the end
                     return Stop::Done;
                 }
