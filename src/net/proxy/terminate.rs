@@ -10,7 +10,7 @@
 //! poll loop; every buffer is bounded, so a side that does not read stalls only its own
 //! connection.
 
-use super::{lock, Counters, Shared};
+use super::{Counters, Shared};
 use crate::net::allow::Host;
 use crate::net::tls::ca::RunCa;
 use crate::net::tls::http1::{self, Body, Chunked, Scan};
@@ -764,52 +764,5 @@ impl<'a> Session<'a> {
             }
         }
         let _ = self.client.sock.shutdown(Shutdown::Write);
-    }
-}
-
-impl Shared {
-    /// One line on stderr, when the proxy prints.
-    pub(super) fn note(&self, line: &str) {
-        if self.config.warn {
-            crate::sink::line(line);
-        }
-    }
-
-    /// Placeholders replaced, per secret.
-    pub(super) fn injected(&self, counts: &[(usize, u64)]) {
-        for &(i, n) in counts {
-            if let Some(c) = self.injections.get(i) {
-                c.fetch_add(n, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// Record a misdirected placeholder of secret `i` (one stderr line per secret and
-    /// host); its name.
-    pub(super) fn misdirect(&self, i: usize, host: &Host, port: u16) -> String {
-        let name = self
-            .config
-            .secrets
-            .list
-            .get(i)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        let first = {
-            let mut m = lock(&self.misdirected);
-            let mut key = (name.clone(), host.to_string(), port);
-            if m.len() >= super::MAX_LOG && !m.contains_key(&key) {
-                key.1 = super::OVERFLOW.to_string();
-            }
-            let n = m.entry(key).or_insert(0);
-            *n += 1;
-            *n == 1
-        };
-        if first {
-            self.note(&format!(
-                "sandbox-run: network: refused a request to {host}:{port} carrying the \
-                 placeholder of secret {name} (it goes only to its listed hosts)"
-            ));
-        }
-        name
     }
 }
