@@ -704,11 +704,18 @@ impl<'a> Session<'a> {
         let (host, port) = (self.host, self.port);
         let reason = format!("the server's TLS failed: {e}");
         self.shared.record(host, port, false, &reason);
-        self.shared.note(&format!(
-            "sandbox-run: network: {host}:{port}: {reason}; its certificate is checked \
-             against the host's CA bundle and --ca-certs (add the CA that signed it with \
-             --ca-certs FILE)"
-        ));
+        // once per host and port, like a denial
+        let first = {
+            let mut warned = super::lock(&self.shared.warned);
+            warned.len() < super::MAX_LOG && warned.insert(format!("tls {host}:{port}"))
+        };
+        if first {
+            self.shared.note(&format!(
+                "sandbox-run: network: {host}:{port}: {reason}; its certificate is checked \
+                 against the host's CA bundle and --ca-certs (add the CA that signed it with \
+                 --ca-certs FILE)"
+            ));
+        }
         Stop::Refuse(
             "502 Bad Gateway",
             format!(
