@@ -580,9 +580,15 @@ impl<'a> Session<'a> {
                     Ok(Some(h)) => h,
                     Err(e) => return Err(Stop::Refuse("400 Bad Request", e)),
                 };
-                if let Err(e) =
-                    http1::check_host(&head.target, head.host.as_deref(), self.host, self.port)
-                {
+                // a port left out of the Host header is the scheme's own
+                let default_port = if self.client.tls.is_some() { 443 } else { 80 };
+                if let Err(e) = http1::check_host(
+                    &head.target,
+                    head.host.as_deref(),
+                    self.host,
+                    self.port,
+                    default_port,
+                ) {
                     return Err(Stop::Refuse("403 Forbidden", e));
                 }
                 let secrets = &self.shared.config.secrets;

@@ -320,6 +320,7 @@ fn request(t: &mut Tls, req: &str) -> (String, Vec<u8>) {
 #[test]
 fn injects_into_the_listed_host_only_in_the_head() {
     let f = fixture(true, 0);
+    let p = f.port;
     let mut t = f.connect("localhost");
     let (status, body) = request(
         &mut t,
@@ -341,7 +342,7 @@ fn injects_into_the_listed_host_only_in_the_head() {
     let (status, body) = request(
         &mut t,
         &format!(
-            "POST /v1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n{PH_A}",
+            "POST /v1 HTTP/1.1\r\nHost: localhost:{p}\r\nContent-Length: {}\r\n\r\n{PH_A}",
             PH_A.len()
         ),
     );
@@ -362,10 +363,11 @@ fn injects_into_the_listed_host_only_in_the_head() {
 #[test]
 fn chunked_bodies_are_scanned_across_chunks() {
     let f = fixture(true, 0);
+    let p = f.port;
     let mut t = f.connect("localhost");
     let (status, _) = request(
         &mut t,
-        "POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        &format!("POST /up HTTP/1.1\r\nHost: localhost:{p}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
     );
     assert_eq!(status, "200 OK");
     let (head, body) = f.received();
@@ -375,7 +377,7 @@ fn chunked_bodies_are_scanned_across_chunks() {
     let (status, _) = request(
         &mut t,
         &format!(
-            "POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+            "POST /up HTTP/1.1\r\nHost: localhost:{p}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
             a.len(),
             b.len()
         ),
@@ -390,6 +392,7 @@ fn chunked_bodies_are_scanned_across_chunks() {
 #[test]
 fn placeholders_to_other_hosts_are_refused() {
     let f = fixture(true, 0);
+    let p = f.port;
     let mut t = f.connect("127.0.0.1");
     let (status, _) = request(
         &mut t,
@@ -402,7 +405,7 @@ fn placeholders_to_other_hosts_are_refused() {
     assert!(f.received().0.contains(VAL_B));
     let (status, body) = request(
         &mut t,
-        &format!("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: {PH_A}\r\n\r\n"),
+        &format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nx-api-key: {PH_A}\r\n\r\n"),
     );
     assert_eq!(
         status,
@@ -443,10 +446,11 @@ fn placeholders_to_other_hosts_are_refused() {
 #[test]
 fn requests_must_name_the_connection_host() {
     let f = fixture(true, 0);
+    let p = f.port;
     for bad in [
         "GET / HTTP/1.1\r\nHost: metadata.google.internal\r\n\r\n".to_string(),
         format!(
-            "GET https://evil.example:{}/ HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            "GET https://evil.example:{}/ HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n",
             f.port
         ),
     ] {
@@ -459,17 +463,21 @@ fn requests_must_name_the_connection_host() {
     // keep-alive: the first passes, the second carries a placeholder to the wrong secret
     let mut t = f.connect("localhost");
     let ok = format!(
-        "GET https://localhost:{}/a HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "GET https://localhost:{}/a HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n",
         f.port
     );
     assert_eq!(request(&mut t, &ok).0, "200 OK");
     assert!(f.received().0.starts_with("GET https://localhost:"));
     assert_eq!(
-        request(&mut t, "GET /b HTTP/1.1\r\nHost: localhost\r\n\r\n").0,
+        request(
+            &mut t,
+            &format!("GET /b HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n")
+        )
+        .0,
         "200 OK"
     );
     f.received();
-    let bad = format!("GET /c HTTP/1.1\r\nHost: localhost\r\nx: {PH_B}\r\n\r\n");
+    let bad = format!("GET /c HTTP/1.1\r\nHost: localhost:{p}\r\nx: {PH_B}\r\n\r\n");
     assert_eq!(request(&mut t, &bad).0, "403 Forbidden");
     f.nothing_received();
     assert_eq!(f.log().1[0].secret, "B");
@@ -480,8 +488,9 @@ fn requests_must_name_the_connection_host() {
 #[test]
 fn responses_stream() {
     let f = fixture(true, 0);
+    let p = f.port;
     let mut t = f.connect("localhost");
-    t.write_all(b"GET /sse HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    t.write_all(format!("GET /sse HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n").as_bytes())
         .unwrap();
     let mut got = Vec::new();
     let mut b = [0u8; 1024];
@@ -576,8 +585,12 @@ fn intercepted_connections_are_injected() {
 #[test]
 fn an_untrusted_upstream_is_refused_with_the_fix() {
     let f = fixture(false, 0);
+    let p = f.port;
     let mut t = f.connect("localhost");
-    let (status, body) = request(&mut t, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let (status, body) = request(
+        &mut t,
+        &format!("GET / HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n"),
+    );
     let body = String::from_utf8_lossy(&body);
     assert_eq!(status, "502 Bad Gateway", "{body}");
     assert!(
@@ -597,12 +610,16 @@ fn an_untrusted_upstream_is_refused_with_the_fix() {
 #[test]
 fn many_connections_and_stop() {
     let mut f = fixture(true, 1 << 20);
+    let p = f.port;
     let threads: Vec<_> = (0..8)
         .map(|_| {
             let mut t = f.connect("localhost");
             std::thread::spawn(move || {
                 for _ in 0..3 {
-                    let (s, body) = request(&mut t, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n");
+                    let (s, body) = request(
+                        &mut t,
+                        &format!("GET /big HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n"),
+                    );
                     assert_eq!(s, "200 OK");
                     assert_eq!(body.len(), 1 << 20);
                 }
@@ -614,7 +631,11 @@ fn many_connections_and_stop() {
     }
     let mut idle = f.connect("localhost");
     assert_eq!(
-        request(&mut idle, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").0,
+        request(
+            &mut idle,
+            &format!("GET / HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n")
+        )
+        .0,
         "200 OK"
     );
     let log = f.proxy.take().unwrap().stop();
@@ -639,6 +660,7 @@ fn bench_injection() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
     let f = fixture(true, size);
+    let p = f.port;
     let (ca, _) = test_ca_client(&f);
     // direct: TLS to the server itself (trusting the test CA)
     let direct = || {
@@ -681,8 +703,8 @@ fn bench_injection() {
         rustls::StreamOwned::new(conn, c)
     };
     let injected = || f.connect("localhost");
-    let req = format!("GET / HTTP/1.1\r\nHost: localhost\r\nx-api-key: {PH_A}\r\n\r\n");
-    let plain_req = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let req = format!("GET / HTTP/1.1\r\nHost: localhost:{p}\r\nx-api-key: {PH_A}\r\n\r\n");
+    let plain_req = "GET / HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n";
     let time = |open: &dyn Fn() -> Tls, r: &str| {
         let mut all = Vec::new();
         for _ in 0..rounds {
@@ -729,7 +751,7 @@ fn bench_injection() {
         ms(kt),
         ms(ki)
     );
-    let big = "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let big = &format!("GET /big HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n");
     let rate = |open: &dyn Fn() -> Tls| {
         let mut best = 0f64;
         for _ in 0..3 {

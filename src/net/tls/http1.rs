@@ -135,25 +135,26 @@ pub fn authority(a: &str) -> Option<(Host, Option<u16>)> {
 }
 
 /// Whether a request sent on a connection allowed for `host:port` names that host: its
-/// `Host` header and an absolute-form target (`GET https://host/...`) must name it (a port,
-/// when written, must be `port`), else a server behind a shared front end would route it to
+/// `Host` header and an absolute-form target (`GET https://host/...`) must name it and its
+/// port (left out: the scheme's default, `default_port` for the header), else a server behind a shared front end would route it to
 /// whatever the request names (domain fronting). The error is the reason of a 403.
 pub fn check_host(
     target: &str,
     host_header: Option<&str>,
     host: &Host,
     port: u16,
+    default_port: u16,
 ) -> Result<(), String> {
-    let same = |what: &str, a: &str| -> Result<(), String> {
+    let same = |what: &str, a: &str, default: u16| -> Result<(), String> {
         match authority(a) {
-            Some((h, p)) if &h == host && p.map_or(true, |p| p == port) => Ok(()),
+            Some((h, p)) if &h == host && p.unwrap_or(default) == port => Ok(()),
             _ => Err(format!(
                 "the request's {what} names {a:?}, but the connection was allowed for {host}:{port}"
             )),
         }
     };
     if let Some(h) = host_header {
-        same("Host header", h)?;
+        same("Host header", h, default_port)?;
     }
     if target.starts_with('/') || target == "*" {
         return Ok(());
@@ -162,10 +163,10 @@ pub fn check_host(
         .get(..8)
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
-    let rest = if lower.starts_with("http://") {
-        &target[7..]
+    let (rest, default) = if lower.starts_with("http://") {
+        (&target[7..], 80)
     } else if lower.starts_with("https://") {
-        &target[8..]
+        (&target[8..], 443)
     } else {
         return Err(format!(
             "the request target {target:?} is neither a path nor a URL"
@@ -176,7 +177,7 @@ pub fn check_host(
     if auth.contains('@') {
         return Err("a URL with user information is refused".into());
     }
-    same("URL", auth)
+    same("URL", auth, default)
 }
 
 /// The decoder of a chunked body: which bytes of the stream still belong to the body, and
@@ -417,11 +418,11 @@ mod tests {
     #[test]
     fn hosts() {
         let h = Host::Name("api.a.com".into());
-        assert!(check_host("/v1", Some("api.a.com"), &h, 443).is_ok());
-        assert!(check_host("/v1", Some("API.a.com:443"), &h, 443).is_ok());
-        assert!(check_host("/v1", None, &h, 443).is_ok());
-        assert!(check_host("https://api.a.com/v1", None, &h, 443).is_ok());
-        assert!(check_host("*", Some("api.a.com"), &h, 443).is_ok());
+        assert!(check_host("/v1", Some("api.a.com"), &h, 443, 443).is_ok());
+        assert!(check_host("/v1", Some("API.a.com:443"), &h, 443, 443).is_ok());
+        assert!(check_host("/v1", None, &h, 443, 443).is_ok());
+        assert!(check_host("https://api.a.com/v1", None, &h, 443, 443).is_ok());
+        assert!(check_host("*", Some("api.a.com"), &h, 443, 443).is_ok());
         for (t, hh) in [
             ("/v1", Some("evil.com")),
             ("/v1", Some("api.a.com:8443")),
@@ -431,13 +432,26 @@ mod tests {
             ("https://api.a.com@evil.com/", None),
             ("evil.com:443", None),
             ("/v1", Some("")),
+            ("http://api.a.com/v1", None),
         ] {
-            let e = check_host(t, hh, &h, 443).unwrap_err();
+            let e = check_host(t, hh, &h, 443, 443).unwrap_err();
             assert!(!e.is_empty());
         }
+        // a port left out is the default one, which must be the connection's
+        let h8 = Host::Name("api.a.com".into());
+        assert!(check_host("/", Some("api.a.com"), &h8, 8443, 443).is_err());
+        assert!(check_host("https://api.a.com/", None, &h8, 8443, 443).is_err());
+        assert!(check_host(
+            "https://api.a.com:8443/",
+            Some("api.a.com:8443"),
+            &h8,
+            8443,
+            443
+        )
+        .is_ok());
         let ip = Host::Ip("127.0.0.1".parse().unwrap());
-        assert!(check_host("/", Some("127.0.0.1:8787"), &ip, 8787).is_ok());
-        assert!(check_host("/", Some("localhost:8787"), &ip, 8787).is_err());
+        assert!(check_host("/", Some("127.0.0.1:8787"), &ip, 8787, 80).is_ok());
+        assert!(check_host("/", Some("localhost:8787"), &ip, 8787, 80).is_err());
     }
 
     fn dechunk(parts: &[&[u8]]) -> Result<(Vec<u8>, usize, bool), String> {
@@ -531,6 +545,7 @@ mod tests {
                             &h.target,
                             h.host.as_deref(),
                             &Host::Name("a.com".into()),
+                            443,
                             443,
                         );
                         let mut c = Chunked::default();
