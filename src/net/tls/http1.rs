@@ -147,7 +147,7 @@ pub fn check_host(
 ) -> Result<(), String> {
     let same = |what: &str, a: &str, default: u16| -> Result<(), String> {
         match authority(a) {
-            Some((h, p)) if &h == host && p.unwrap_or(default) == port => Ok(()),
+            Some((h, p)) if same_host(&h, host) && p.unwrap_or(default) == port => Ok(()),
             _ => Err(format!(
                 "the request's {what} names {a:?}, but the connection was allowed for {host}:{port}"
             )),
@@ -178,6 +178,17 @@ pub fn check_host(
         return Err("a URL with user information is refused".into());
     }
     same("URL", auth, default)
+}
+
+/// Whether a request naming `named` names `host`. A loopback address also goes by
+/// `localhost` and its other loopback forms (what a client inside writes for a local server);
+/// no front end shared with other hosts is behind it.
+fn same_host(named: &Host, host: &Host) -> bool {
+    let local = |h: &Host| match h {
+        Host::Ip(ip) => ip.is_loopback(),
+        Host::Name(n) => n == "localhost",
+    };
+    named == host || (matches!(host, Host::Ip(ip) if ip.is_loopback()) && local(named))
 }
 
 /// The decoder of a chunked body: which bytes of the stream still belong to the body, and
@@ -451,7 +462,12 @@ mod tests {
         .is_ok());
         let ip = Host::Ip("127.0.0.1".parse().unwrap());
         assert!(check_host("/", Some("127.0.0.1:8787"), &ip, 8787, 80).is_ok());
-        assert!(check_host("/", Some("localhost:8787"), &ip, 8787, 80).is_err());
+        assert!(check_host("/", Some("localhost:8787"), &ip, 8787, 80).is_ok());
+        assert!(check_host("/", Some("[::1]:8787"), &ip, 8787, 80).is_ok());
+        assert!(check_host("/", Some("evil.com:8787"), &ip, 8787, 80).is_err());
+        assert!(check_host("/", Some("localhost:8788"), &ip, 8787, 80).is_err());
+        let name = Host::Name("localhost".into());
+        assert!(check_host("/", Some("127.0.0.1:8787"), &name, 8787, 80).is_err());
     }
 
     fn dechunk(parts: &[&[u8]]) -> Result<(Vec<u8>, usize, bool), String> {
