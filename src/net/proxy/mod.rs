@@ -17,6 +17,11 @@
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
 //! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all.
 //!
+//! A tunnel to a host a secret is listed for is no tunnel: the proxy terminates its TLS and
+//! checks and injects each request ([`terminate`]); nothing else is ever decrypted. Plain
+//! HTTP carrying a placeholder is refused unless it goes to a loopback address listed for
+//! that secret ([`secrets`]).
+//!
 //! A refusal is an HTTP 403 whose body names the rule and the fix (a TLS alert when the
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
