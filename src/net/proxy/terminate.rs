@@ -30,6 +30,8 @@ const TLS_BUFFER: usize = 256 * 1024;
 const CHUNK: usize = 32 * 1024;
 /// One read of a socket.
 const READ: usize = 64 * 1024;
+/// Plaintext queued before it is written out while more keeps coming.
+const FLUSH: usize = 64 * 1024;
 /// Plaintext of the client waiting to be framed: a request head, plus one read.
 const CLIENT_BUFFER: usize = http1::MAX_HEAD + CHUNK;
 /// How long the last bytes of a closing connection may take to leave.
@@ -117,10 +119,16 @@ impl Tls {
 struct End {
     sock: TcpStream,
     tls: Option<Connection>,
-    /// Bytes read from the socket and not yet taken (by rustls, or as plaintext): one large
-    /// read instead of rustls's reads of 4 KiB.
+    /// Bytes read from the socket, `ipos..iend` not yet taken (by rustls, or as plaintext):
+    /// one large read instead of rustls's reads of 4 KiB.
     inbuf: Vec<u8>,
     ipos: usize,
+    iend: usize,
+    /// The socket may have bytes to read (poll said so, and no read since said otherwise).
+    ready: bool,
+    /// Plaintext queued since the last write to the socket: written in batches while more
+    /// keeps coming (fewer, larger writes), at once when nothing else moves.
+    unflushed: usize,
     /// Plain ends: bytes to write.
     out: Vec<u8>,
     /// The socket reached end-of-file (or failed).
@@ -136,6 +144,9 @@ impl End {
             tls,
             inbuf: Vec::new(),
             ipos: 0,
+            iend: 0,
+            ready: true,
+            unflushed: 0,
             out: Vec::new(),
             eof: false,
             closed: false,
@@ -151,7 +162,7 @@ impl End {
     }
 
     fn buffered(&self) -> usize {
-        self.inbuf.len() - self.ipos
+        self.iend - self.ipos
     }
 
     /// Whether the socket should be read now.
@@ -172,7 +183,9 @@ impl End {
 
     /// Bytes that arrived before the proxy took over (the ClientHello it checked).
     fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.inbuf.truncate(self.iend);
         self.inbuf.extend_from_slice(bytes);
+        self.iend = self.inbuf.len();
         self.fill().map(|_| ())
     }
 
@@ -182,8 +195,8 @@ impl End {
         let mut progress = false;
         loop {
             if let Some(t) = self.tls.as_mut() {
-                while self.ipos < self.inbuf.len() && t.wants_read() {
-                    let mut rest = &self.inbuf[self.ipos..];
+                while self.ipos < self.iend && t.wants_read() {
+                    let mut rest = &self.inbuf[self.ipos..self.iend];
                     let n = t.read_tls(&mut rest).map_err(|e| {
                         self.eof = true;
                         e.to_string()
@@ -196,28 +209,40 @@ impl End {
                     }
                 }
             }
-            if self.ipos == self.inbuf.len() {
-                self.inbuf.clear();
+            if self.ipos == self.iend {
                 self.ipos = 0;
+                self.iend = 0;
             }
-            if !self.wants_read() {
+            if !self.wants_read() || !self.ready {
                 return Ok(progress);
             }
-            if self.ipos > 0 {
-                self.inbuf.drain(..self.ipos);
+            if self.inbuf.len() < READ {
+                self.inbuf.resize(READ, 0);
+            }
+            if self.iend == self.inbuf.len() {
+                self.inbuf.copy_within(self.ipos..self.iend, 0);
+                self.iend -= self.ipos;
                 self.ipos = 0;
             }
-            let old = self.inbuf.len();
-            self.inbuf.resize(old + READ, 0);
-            let r = (&self.sock).read(&mut self.inbuf[old..]);
-            self.inbuf.truncate(old + *r.as_ref().unwrap_or(&0));
+            if self.iend == self.inbuf.len() {
+                // full (not reached: a read is asked for only with room); never a 0-byte
+                // read, which would look like the end
+                return Ok(progress);
+            }
+            let r = (&self.sock).read(&mut self.inbuf[self.iend..]);
+            if let Ok(n) = r {
+                self.iend += n;
+            }
             match r {
                 Ok(0) => {}
                 Ok(_) => {
                     progress = true;
                     continue;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(progress),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.ready = false;
+                    return Ok(progress);
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => {}
             }
@@ -259,6 +284,11 @@ impl End {
             None => {
                 let n = self.buffered().min(buf.len());
                 buf[..n].copy_from_slice(&self.inbuf[self.ipos..self.ipos + n]);
+                if n == self.buffered() {
+                    self.ipos = 0;
+                    self.iend = 0;
+                    return n;
+                }
                 self.ipos += n;
                 if n == 0 && self.eof {
                     self.closed = true;
@@ -270,14 +300,22 @@ impl End {
 
     /// Queue plaintext to send: how much was taken (less than all when the buffer is full).
     fn give(&mut self, data: &[u8]) -> usize {
-        match self.tls.as_mut() {
+        let n = match self.tls.as_mut() {
             Some(t) => t.writer().write(data).unwrap_or(0),
             None => {
                 let n = data.len().min(TLS_BUFFER.saturating_sub(self.out.len()));
                 self.out.extend_from_slice(&data[..n]);
                 n
             }
-        }
+        };
+        self.unflushed += n;
+        n
+    }
+
+    /// Whether to write to the socket now: a batch is full, a handshake waits for it, or
+    /// (`idle`) nothing else moves.
+    fn should_flush(&self, idle: bool) -> bool {
+        self.wants_write() && (idle || self.unflushed >= FLUSH || self.handshaking())
     }
 
     /// Queue all of `data` whatever the buffer holds (a short answer of the proxy's own).
@@ -293,6 +331,7 @@ impl End {
 
     /// Write what is queued, without blocking. `Err` when the socket failed.
     fn flush(&mut self) -> Result<bool, ()> {
+        self.unflushed = 0;
         let mut progress = false;
         while self.wants_write() {
             let r = match self.tls.as_mut() {
@@ -474,9 +513,14 @@ impl<'a> Session<'a> {
                     Ok(p) => progress |= p,
                     Err(stop) => return stop,
                 }
-                match (self.client.flush(), self.upstream.flush()) {
-                    (Ok(a), Ok(b)) => progress |= a || b,
-                    _ => return Stop::Cut,
+                let idle = !progress;
+                for end in [&mut self.client, &mut self.upstream] {
+                    if end.should_flush(idle) {
+                        match end.flush() {
+                            Ok(p) => progress |= p,
+                            Err(()) => return Stop::Cut,
+                        }
+                    }
                 }
                 // (a failed upstream waits for the client's handshake, to answer it)
                 let failed = self.upstream_error.is_some();
@@ -517,11 +561,16 @@ impl<'a> Session<'a> {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(_) => return Stop::Cut,
             }
+            let mut readable = [false; 2];
             for (fd, &i) in fds.iter().zip(&which) {
-                hup[i] |= fd
-                    .revents()
-                    .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
+                let r = fd.revents().unwrap_or(PollFlags::empty());
+                hup[i] |= r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR);
+                readable[i] =
+                    r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR);
             }
+            drop(fds);
+            self.client.ready |= readable[0];
+            self.upstream.ready |= readable[1];
         }
     }
 
