@@ -755,7 +755,7 @@ fn bench_injection() {
         ms(ki)
     );
     let big = &format!("GET /big HTTP/1.1\r\nHost: localhost:{p}\r\n\r\n");
-    // interleaved, best of 3 each: the machine's other load falls on all three alike
+    // interleaved, best of N each: the machine's other load falls on all three alike
     let once = |open: &dyn Fn() -> Tls| {
         let mut t = open();
         let t0 = Instant::now();
@@ -764,7 +764,11 @@ fn bench_injection() {
         size as f64 / t0.elapsed().as_secs_f64() / (1 << 20) as f64
     };
     let (mut rd, mut rt, mut ri) = (0f64, 0f64, 0f64);
-    for _ in 0..3 {
+    let bulk: usize = std::env::var("BENCH_BULK_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    for _ in 0..bulk {
         rd = rd.max(once(&direct));
         rt = rt.max(once(&tunnel));
         ri = ri.max(once(&injected));
