@@ -133,6 +133,28 @@ fn serve_tls(
             let _ = t.flush();
             return;
         }
+        if path == "/ws" {
+            // switch protocols, then echo raw bytes, each read reported
+            let _ = t.write_all(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n",
+            );
+            let _ = t.flush();
+            if !buf.is_empty() {
+                let _ = tx.send(("raw".into(), std::mem::take(&mut buf)));
+            }
+            loop {
+                match t.read(&mut b) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        let _ = tx.send(("raw".into(), b[..n].to_vec()));
+                        if t.write_all(&b[..n]).is_err() {
+                            return;
+                        }
+                        let _ = t.flush();
+                    }
+                }
+            }
+        }
         if path == "/big" {
             let _ = write!(t, "HTTP/1.1 200 OK\r\nContent-Length: {big}\r\n\r\n");
             let chunk = vec![b'x'; 65536];
@@ -291,6 +313,7 @@ fn response(t: &mut Tls) -> (String, Vec<u8>) {
                         .parse::<usize>()
                         .unwrap()
                 });
+            let len = if r.code == Some(101) { Some(0) } else { len };
             let mut body = buf[n..].to_vec();
             while len.map_or(true, |l| body.len() < l) {
                 match t.read(&mut b) {
@@ -484,6 +507,44 @@ fn requests_must_name_the_connection_host() {
     assert_eq!(request(&mut t, &bad).0, "403 Forbidden");
     f.nothing_received();
     assert_eq!(f.log().1[0].secret, "B");
+}
+
+/// An `Upgrade:` request has its head injected, then raw bytes pass both ways, still
+/// scanned: a placeholder among them cuts the connection before it reaches the server.
+#[test]
+fn upgraded_connections_stay_scanned() {
+    let f = fixture(true, 0);
+    let p = f.port;
+    let mut t = f.connect("localhost");
+    let (status, _) = request(
+        &mut t,
+        &format!(
+            "GET /ws HTTP/1.1\r\nHost: localhost:{p}\r\nUpgrade: test\r\nConnection: Upgrade\r\nx-api-key: {PH_A}\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, "101 Switching Protocols");
+    assert!(f.received().0.contains(&format!("x-api-key: {VAL_A}\r\n")));
+    t.write_all(b"hello").unwrap();
+    t.flush().unwrap();
+    let mut b = [0u8; 5];
+    t.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"hello");
+    assert_eq!(f.received().1, b"hello");
+    let (x, y) = PH_A.split_at(7);
+    t.write_all(x.as_bytes()).unwrap();
+    t.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    t.write_all(y.as_bytes()).unwrap();
+    t.flush().unwrap();
+    let mut rest = Vec::new();
+    let _ = t.read_to_end(&mut rest);
+    // the first part went (it is no placeholder alone), the whole never did
+    let mut seen = Vec::new();
+    while let Ok((_, raw)) = f.got.recv_timeout(Duration::from_millis(300)) {
+        seen.extend_from_slice(&raw);
+    }
+    assert!(!String::from_utf8_lossy(&seen).contains(PH_A), "{seen:?}");
+    assert_eq!(f.log().1[0].secret, "A");
 }
 
 /// Server-sent events reach the client as they are sent: the first event before the server
