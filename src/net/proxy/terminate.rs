@@ -400,6 +400,8 @@ pub(super) struct Session<'a> {
     upstream_error: Option<String>,
     /// The client ended: so did the stream to the upstream.
     up_shut: bool,
+    /// `up_pending` holds a secret's value (zeroed once sent).
+    holds_value: bool,
     tmp: Vec<u8>,
 }
 
@@ -463,6 +465,7 @@ impl<'a> Session<'a> {
             body_sent: false,
             upstream_error: None,
             up_shut: false,
+            holds_value: false,
             tmp: vec![0; CHUNK],
         };
         let stop = match s.client.feed(first) {
@@ -586,6 +589,13 @@ impl<'a> Session<'a> {
                 if !self.up_pending.is_empty() {
                     return Ok(progress);
                 }
+                if std::mem::take(&mut self.holds_value) {
+                    // A head that held a value: its bytes do not stay in the heap (rustls
+                    // keeps only the encrypted record).
+                    let cap = self.up_pending.capacity();
+                    self.up_pending.resize(cap, 0);
+                    self.up_pending.clear();
+                }
             }
             if self.cbuf.len() < CLIENT_BUFFER {
                 let room = (CLIENT_BUFFER - self.cbuf.len()).min(CHUNK);
@@ -644,6 +654,7 @@ impl<'a> Session<'a> {
                 let injected = match secrets.inject(self.host, self.port, &self.cbuf[..head.len]) {
                     Ok((out, counts)) => {
                         self.shared.injected(&counts);
+                        self.holds_value = !counts.is_empty();
                         out
                     }
                     Err(i) => return Err(self.misdirected(i)),
