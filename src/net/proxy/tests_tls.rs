@@ -547,6 +547,35 @@ fn upgraded_connections_stay_scanned() {
     assert_eq!(f.log().1[0].secret, "A");
 }
 
+/// Hostile input inside: a head past the limit is a 400; plain bytes after a CONNECT to a
+/// secret's host are no TLS and reach nothing.
+#[test]
+fn hostile_input_fails_closed() {
+    let f = fixture(true, 0);
+    let p = f.port;
+    let mut t = f.connect("localhost");
+    let mut big = format!("GET / HTTP/1.1\r\nHost: localhost:{p}\r\nx: ");
+    big.push_str(&"a".repeat(http1::MAX_HEAD));
+    t.write_all(big.as_bytes()).unwrap();
+    t.flush().unwrap();
+    let (status, body) = response(&mut t);
+    assert_eq!(
+        status,
+        "400 Bad Request",
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    f.nothing_received();
+
+    let mut c = TcpStream::connect(("127.0.0.1", f.proxy_port)).unwrap();
+    write!(c, "CONNECT localhost:{p} HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: localhost\r\nx: {PH_A}\r\n\r\n").unwrap();
+    let got = super::tests::read_some(&mut c);
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{got:?}");
+    assert!(!String::from_utf8_lossy(&got).contains("200 OK"), "{got:?}");
+    f.nothing_received();
+    assert_eq!(f.log().0[0].injections, 0);
+}
+
 /// Server-sent events reach the client as they are sent: the first event before the server
 /// sends the second.
 #[test]
