@@ -83,7 +83,8 @@ pub fn parse_host_value(value: &[u8]) -> Result<(Host, Option<u16>), String> {
 }
 
 /// One `Host` header value against the host and port the request was allowed for: the same
-/// host (names compared without case and without a trailing dot, IP literals as addresses)
+/// host (names compared without case and without a trailing dot, IP literals as addresses; a
+/// loopback address also as `localhost` or another loopback address)
 /// and the same port, which may be left out when it is `default_port` (80 for `http`, 443 for
 /// `https`). `Err` is the reason, for the body of the refusal and the line on stderr.
 pub fn host_header_matches(
@@ -103,7 +104,7 @@ fn check_value(value: &[u8], host: &Host, port: u16, default_port: u16) -> Resul
         status: 400,
         reason,
     })?;
-    if &named != host {
+    if !same_host(&named, host) {
         return Err(HostRefusal {
             status: 403,
             reason: format!(
@@ -122,6 +123,17 @@ fn check_value(value: &[u8], host: &Host, port: u16, default_port: u16) -> Resul
         });
     }
     Ok(())
+}
+
+/// Whether a `Host` header naming `named` names `host`. A loopback address also goes by
+/// `localhost` and its other loopback forms (what a client inside writes for a local server
+/// reached through a listed loopback port): no front end shared with other hosts is behind it.
+fn same_host(named: &Host, host: &Host) -> bool {
+    let local = |h: &Host| match h {
+        Host::Ip(ip) => ip.is_loopback(),
+        Host::Name(n) => n == "localhost",
+    };
+    named == host || (matches!(host, Host::Ip(ip) if ip.is_loopback()) && local(named))
 }
 
 /// Every `Host` header of a request (`values`: in order) against the host and port it was
@@ -178,6 +190,11 @@ mod tests {
             host_header_matches(b"127.0.0.1:3000", &v4, 3000, 80),
             Ok(())
         );
+        // A loopback address by another of its names: nothing shared is behind it.
+        for v in [&b"localhost:3000"[..], b"LOCALHOST.:3000", b"[::1]:3000"] {
+            assert_eq!(host_header_matches(v, &v4, 3000, 80), Ok(()), "{v:?}");
+        }
+        assert_eq!(host_header_matches(b"localhost", &v6, 80, 80), Ok(()));
     }
 
     #[test]
@@ -207,13 +224,27 @@ mod tests {
         let v6 = name("[::1]");
         assert_eq!(check_value(b"[::2]", &v6, 80, 80).unwrap_err().status, 403);
         assert_eq!(
-            check_value(b"127.0.0.1", &v6, 80, 80).unwrap_err().status,
+            check_value(b"localhost:81", &v6, 80, 80)
+                .unwrap_err()
+                .status,
             403
         );
-        assert_eq!(
-            check_value(b"localhost", &v6, 80, 80).unwrap_err().status,
-            403
-        );
+        // A name is not its address, and localhost is no other host's name.
+        let v4 = name("127.0.0.1");
+        let lh = name("localhost");
+        for (v, host) in [
+            (&b"ex.com"[..], &v4),
+            (b"127.0.0.1", &ex),
+            (b"localhost", &ex),
+            (b"127.0.0.1", &lh),
+            (b"10.0.0.1", &v4),
+        ] {
+            assert_eq!(
+                check_value(v, host, 80, 80).unwrap_err().status,
+                403,
+                "{v:?}"
+            );
+        }
     }
 
     #[test]
