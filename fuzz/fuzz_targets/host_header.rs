@@ -1,4 +1,4 @@
-//! The `Host` header check (`net::proxy::host`), shared by plain HTTP and terminated TLS: never
+//! The `Host` header check (`net::host`), shared by plain HTTP and terminated TLS: never
 //! panics; a value it parses matches the host and port it parsed to, in canonical form too;
 //! and a value matches a given host only if it parses to that host (or, for a loopback
 //! address, to another name of the loopback).
@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sandbox_run::net::allow::Host;
-use sandbox_run::net::proxy::host::{check_host_headers, host_header_matches, parse_host_value};
+use sandbox_run::net::host::{check_host_headers, host_header_matches, parse_host_value};
 
 fuzz_target!(|data: &[u8]| {
     let parsed = parse_host_value(data);

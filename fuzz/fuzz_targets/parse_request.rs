@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sandbox_run::net::allow::Host;
-use sandbox_run::net::proxy::host::host_header_matches;
+use sandbox_run::net::host::host_header_matches;
 use sandbox_run::net::proxy::parse_request;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,6 +5,7 @@
 
 pub mod allow;
 pub mod dns;
+pub mod host;
 pub mod proxy;
 pub mod secret;
 pub mod sni;

@@ -16,7 +16,7 @@
 //!    literal, the request is refused (DNS rebinding to the host's own services);
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
 //! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all;
-//! 5. in plain HTTP, the `Host` header must name the URL's host and port ([`host`]): no
+//! 5. in plain HTTP, the `Host` header must name the URL's host and port ([`super::host`]): no
 //!    domain fronting through a shared front end on the list.
 //!
 //! A tunnel to a host a secret is listed for is no tunnel: the proxy terminates its TLS and
@@ -30,7 +30,6 @@
 
 mod decide;
 mod forward;
-pub mod host;
 mod intercept;
 mod relay;
 mod request;

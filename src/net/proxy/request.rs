@@ -1,9 +1,9 @@
 //! The request head the sandbox sends the proxy: HTTP CONNECT or absolute-form plain HTTP,
 //! parsed with `httparse` and checked before anything is resolved.
 
-use super::host::{check_host_headers, HostRefusal};
 use super::MAX_HEAD;
 use crate::net::allow::Host;
+use crate::net::host::{check_host_headers, HostRefusal};
 
 /// What a request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub struct Request {
     /// Bytes of the head as read.
     pub head_len: usize,
     /// Plain HTTP: why its `Host` header does not name the URL's host and port (or is
-    /// malformed, or repeated); the request must be refused ([`super::host`]).
+    /// malformed, or repeated); the request must be refused ([`crate::net::host`]).
     pub host_refusal: Option<HostRefusal>,
 }
 

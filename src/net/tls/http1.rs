@@ -6,6 +6,7 @@
 //! behind might make differently (request smuggling).
 
 use crate::net::allow::Host;
+use crate::net::host::{host_header_matches, same_host};
 use crate::net::secret::Secrets;
 
 /// Largest request head (request line and headers) inside a terminated connection.
@@ -154,7 +155,7 @@ pub fn check_host(
         }
     };
     if let Some(h) = host_header {
-        same("Host header", h, default_port)?;
+        host_header_matches(h.as_bytes(), host, port, default_port)?;
     }
     if target.starts_with('/') || target == "*" {
         return Ok(());
@@ -178,17 +179,6 @@ pub fn check_host(
         return Err("a URL with user information is refused".into());
     }
     same("URL", auth, default)
-}
-
-/// Whether a request naming `named` names `host`. A loopback address also goes by
-/// `localhost` and its other loopback forms (what a client inside writes for a local server);
-/// no front end shared with other hosts is behind it.
-fn same_host(named: &Host, host: &Host) -> bool {
-    let local = |h: &Host| match h {
-        Host::Ip(ip) => ip.is_loopback(),
-        Host::Name(n) => n == "localhost",
-    };
-    named == host || (matches!(host, Host::Ip(ip) if ip.is_loopback()) && local(named))
 }
 
 /// The decoder of a chunked body: which bytes of the stream still belong to the body, and

@@ -128,7 +128,7 @@ fn check_value(value: &[u8], host: &Host, port: u16, default_port: u16) -> Resul
 /// Whether a `Host` header naming `named` names `host`. A loopback address also goes by
 /// `localhost` and its other loopback forms (what a client inside writes for a local server
 /// reached through a listed loopback port): no front end shared with other hosts is behind it.
-fn same_host(named: &Host, host: &Host) -> bool {
+pub fn same_host(named: &Host, host: &Host) -> bool {
     let local = |h: &Host| match h {
         Host::Ip(ip) => ip.is_loopback(),
         Host::Name(n) => n == "localhost",
