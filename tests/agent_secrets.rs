@@ -1,0 +1,409 @@
+//! The agent CLIs of today, from the npm registry, run as docs/agents.md says, with their key
+//! kept outside the sandbox (`--secret`), against a TLS stub of their vendor's API on the
+//! host's 127.0.0.1 whose certificate a test CA signed (`--ca-certs`).
+//!
+//! Each test runs the recipe of docs/agents.md for one CLI (the block of its section for an
+//! endpoint on the host's loopback, port 8787) as a user would paste it into `sh`, with the
+//! stub's port, the test CA and a multi-line prompt put in. Checked:
+//! - the stub receives the real key, and the prompt whole; the CLI prints the reply, which the
+//!   stub streams in two parts;
+//! - the reply streams: the stub holds its second part until the first one is in the memory
+//!   of the CLI inside (nothing on the way buffers it);
+//! - meanwhile, at the end of the call, the real key is in no environment, command line or
+//!   readable memory (`/proc/PID/mem`) of any process of the sandbox (every process of its pid
+//!   namespace, and the launcher's stage 2 above it), while the placeholder the CLI holds
+//!   instead is found by the same scan (the scan works);
+//! - after the run, the key is in no file of the kept home or the repo, nor in anything
+//!   sandbox-run or the CLI printed.
+//!
+//! The CLIs connect straight to `127.0.0.1` (NO_PROXY inside covers it): these runs also
+//! check that a listed host loopback port appears on the sandbox's own loopback.
+//!
+//! Where sandbox-run has no `--secret`, the same recipe runs the CLI outside the sandbox (its
+//! `--env` settings applied, the test CA trusted as the sandbox would trust its bundle), which
+//! still checks the recipe's settings against the CLI's current version, and the sandbox part
+//! is skipped with one line. The CLIs are installed once per version (agent_support).
+
+mod agent_support;
+mod common;
+
+use agent_support::*;
+use common::*;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The prompt: several lines, a tab, backticks, `$(`, `|` and `&&`.
+const PROMPT: &str = "Answer in one line.\n\tThe text may hold `backticks`, $(not run) | and && too.\nmarker PROMPT-MULTI-5e3d";
+
+/// What the recipe's `sandbox-run` is, when sandbox-run has no `--secret` yet: the CLI run
+/// outside, with the recipe's `--env` settings, in the kept home of the profile.
+const OUTSIDE: &str = r#"#!/bin/sh
+set -e
+if [ "$1" = home ]; then exec "$SBX_BIN" "$@"; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; break ;;
+    --env) export "$2"; shift 2 ;;
+    --profile|--home|--secret|--allow-host|--ca-certs|--pass-env|--timeout|--repo|--net) shift 2 ;;
+    *) echo "outside: unknown option $1" >&2; exit 125 ;;
+  esac
+done
+HOME="$("$SBX_BIN" home adapter)"
+mkdir -p "$HOME"
+# as the sandbox's uid 1000 would: Claude Code refuses to skip its prompts as root otherwise
+export HOME IS_SANDBOX=1
+exec "$@"
+"#;
+
+/// Does this sandbox-run know `--secret`?
+fn has_secret() -> bool {
+    let o = Command::new(BIN).arg("--help").output().unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("--secret")
+}
+
+/// A key of the shape of the vendor's, unique to this run: a value found nowhere else.
+fn real_key(prefix: &str, len: usize) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let mut k = format!("{prefix}REALKEY{:x}{t:x}", std::process::id());
+    while k.len() < len {
+        k.push_str("Xq7");
+    }
+    k.truncate(len);
+    k
+}
+
+/// What the scan in the middle of the stream found.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The CLI's pid and its value of the secret's name (the placeholder).
+    cli: Option<(i32, String)>,
+    /// How long until the first part of the reply was in the CLI's memory.
+    first_part_after: Option<Duration>,
+    /// The processes scanned.
+    pids: Vec<String>,
+    bytes_read: u64,
+    key_hits: Vec<String>,
+    placeholder_hits: Vec<String>,
+    /// Why the scan could not be made (not root, no processes found).
+    not_scanned: Option<String>,
+}
+
+/// Scan the sandbox started under `root` while the stub holds the stream.
+fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
+    let mut seen = Seen::default();
+    if !is_root() {
+        seen.not_scanned = Some("not root: another user namespace's memory".into());
+        return seen;
+    }
+    let pids = sandbox_pids(root);
+    seen.pids = pids.iter().map(|p| describe(*p)).collect();
+    let Some(cli) = pids
+        .iter()
+        .copied()
+        .find_map(|p| environ_value(p, name).map(|v| (p, v)))
+    else {
+        seen.not_scanned = Some(format!(
+            "no process of the sandbox has {name}: {:?}",
+            seen.pids
+        ));
+        return seen;
+    };
+    // the first part of the reply reaches the CLI before the rest is sent
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        if !scan_process(cli.0, DELTA1).hits.is_empty() {
+            seen.first_part_after = Some(t.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for p in &pids {
+        let s = scan_process(*p, key);
+        seen.bytes_read += s.bytes_read;
+        seen.key_hits.extend(s.hits);
+    }
+    seen.placeholder_hits = scan_process(cli.0, &cli.1)
+        .hits
+        .into_iter()
+        .filter(|h| h.contains("memory"))
+        .collect();
+    seen.cli = Some(cli);
+    seen
+}
+
+struct Case {
+    cli: Cli,
+    api: Api,
+    /// The section of docs/agents.md.
+    section: &'static str,
+    /// The secret's name, and the stand-in for its value in the recipe.
+    name: &'static str,
+    doc_value: &'static str,
+    key: String,
+    /// The request header that carries the key, and the text before it there.
+    header: &'static str,
+    header_prefix: &'static str,
+}
+
+fn run_recipe(case: Case) {
+    if !sandbox_works() {
+        return;
+    }
+    let Some(bin) = install(&case.cli) else {
+        return;
+    };
+    let sandboxed = has_secret();
+    let f = Fixture::new(&format!("agent-secret-{}", case.cli.bin));
+    let repo = f.git_repo("repo");
+    let ca = TestCa::new(&f.dir);
+    let stub = Stub::start(case.api, &ca);
+    let key = case.key.clone();
+    let block = recipe(case.section, "127.0.0.1:8787");
+    let doc_assign = format!("{}={} ", case.name, case.doc_value);
+    assert!(
+        block.contains(&doc_assign),
+        "the recipe of {} sets no {doc_assign:?}:\n{block}",
+        case.section
+    );
+    let script = block
+        .replace(&doc_assign, &format!("{}={key} ", case.name))
+        .replace("8787", &stub.port.to_string())
+        .replace("gateway-ca.pem", &ca.pem.display().to_string());
+
+    // the recipe's `sandbox-run`: the binary, or the CLI run outside
+    let wrap = f.path("bin");
+    std::fs::create_dir_all(&wrap).unwrap();
+    if sandboxed {
+        std::os::unix::fs::symlink(BIN, wrap.join("sandbox-run")).unwrap();
+    } else {
+        let w = f.write("bin/sandbox-run", OUTSIDE);
+        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut c = Command::new("sh");
+    c.args(["-ec", &script])
+        .current_dir(&repo)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:{}",
+                wrap.display(),
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("PROMPT", PROMPT)
+        .env("SBX_BIN", BIN)
+        .env("XDG_STATE_HOME", f.path("state"))
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for v in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        c.env_remove(v);
+    }
+    if !sandboxed {
+        // outside, the test CA stands for the bundle the sandbox's variables name
+        c.env("NODE_EXTRA_CA_CERTS", &ca.pem)
+            .env("SSL_CERT_FILE", &ca.pem);
+    }
+
+    let root = Arc::new(AtomicI32::new(0));
+    let seen: Arc<Mutex<Option<Seen>>> = Arc::new(Mutex::new(None));
+    if sandboxed {
+        let (root, seen, name, key) = (root.clone(), seen.clone(), case.name, key.clone());
+        stub.on_stream(Box::new(move |_| {
+            let mut s = seen.lock().unwrap();
+            if s.is_none() {
+                *s = Some(scan_sandbox(root.load(Ordering::SeqCst), name, &key));
+            }
+        }));
+    }
+    let cmd = format!("sh -ec <the {} recipe>", case.section);
+    let mut child = c.spawn().unwrap();
+    root.store(child.id() as i32, Ordering::SeqCst);
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + slack_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out: {cmd}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let r = Run::from_output(
+        cmd,
+        std::process::Output {
+            status,
+            stdout: t_out.join().unwrap(),
+            stderr: t_err.join().unwrap(),
+        },
+    );
+    let where_ = if sandboxed { "inside" } else { "outside" };
+    r.assert_code(0);
+
+    // the reply, both parts, printed by the CLI
+    assert!(
+        r.stdout.contains(&format!("{DELTA1}{DELTA2}")),
+        "{} {where_}: the streamed reply is not in its output: {r}",
+        case.cli.bin
+    );
+    // the stub: a streamed request with the prompt whole and the real key
+    let reqs = stub.requests();
+    let turn = reqs
+        .iter()
+        .find(|q| q.streamed)
+        .unwrap_or_else(|| panic!("no streaming request reached the stub: {reqs:#?}\n{r}"));
+    assert!(
+        turn.strings().iter().any(|s| s.contains(PROMPT)),
+        "the prompt did not arrive whole: {:?}",
+        turn.strings()
+    );
+    for q in &reqs {
+        assert_eq!(
+            q.header(case.header),
+            Some(format!("{}{key}", case.header_prefix).as_str()),
+            "{} {}: {:?}",
+            q.method,
+            q.path,
+            q.headers
+        );
+    }
+    assert!(
+        !r.all().contains(&key),
+        "the key is in what was printed: {r}"
+    );
+    if !sandboxed {
+        skip(
+            "secret",
+            &format!(
+                "sandbox-run has no --secret: the {} recipe ran outside the sandbox only",
+                case.section
+            ),
+        );
+        return;
+    }
+
+    // inside: the stream, and the scan made while the stub held it
+    let seen = seen.lock().unwrap().take().expect("the stub never streamed");
+    if let Some(why) = &seen.not_scanned {
+        skip("secret", &format!("no scan of the sandbox's memory: {why}"));
+    } else {
+        let (cli_pid, placeholder) = seen.cli.clone().unwrap();
+        assert!(
+            seen.first_part_after.is_some(),
+            "the reply's first part never reached {} (pid {cli_pid}) while the stub held the \
+             rest: something on the way buffers the stream",
+            case.cli.bin
+        );
+        assert_ne!(placeholder, key);
+        assert_eq!(placeholder.len(), key.len(), "{placeholder:?}");
+        assert!(
+            seen.key_hits.is_empty(),
+            "the real key is inside the sandbox: {:#?}\nprocesses: {:#?}",
+            seen.key_hits,
+            seen.pids
+        );
+        assert!(
+            !seen.placeholder_hits.is_empty(),
+            "the scan did not find the placeholder in the memory of {}: it proves nothing \
+             ({} bytes read)",
+            describe(cli_pid),
+            seen.bytes_read
+        );
+        assert!(seen.pids.len() >= 3, "{:?}", seen.pids);
+        eprintln!(
+            "{}: scanned {} processes, {} MiB; first part streamed after {:?}",
+            case.cli.bin,
+            seen.pids.len(),
+            seen.bytes_read >> 20,
+            seen.first_part_after.unwrap()
+        );
+    }
+    // nothing the sandbox could write holds the key: the kept home, the repo
+    let mut h = Command::new(BIN);
+    h.args(["home", "adapter"])
+        .env("XDG_STATE_HOME", f.path("state"))
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e");
+    let h = run_command(h, LIMIT);
+    h.assert_code(0);
+    let home = PathBuf::from(h.stdout.trim());
+    assert!(home.is_dir(), "{}", home.display());
+    for d in [home.as_path(), repo.as_path(), Path::new(&f.path("state"))] {
+        let hits = files_with(d, &key);
+        assert!(hits.is_empty(), "the key is in {hits:?}");
+    }
+}
+
+#[test]
+fn claude_code_recipe_with_its_key_outside() {
+    run_recipe(Case {
+        cli: CLAUDE,
+        api: Api::Anthropic,
+        section: "Claude Code",
+        name: "ANTHROPIC_API_KEY",
+        doc_value: "sk-ant-...",
+        key: real_key("sk-ant-api03-", 108),
+        header: "x-api-key",
+        header_prefix: "",
+    });
+}
+
+#[test]
+fn codex_recipe_with_its_key_outside() {
+    run_recipe(Case {
+        cli: CODEX,
+        api: Api::OpenAi,
+        section: "Codex",
+        name: "OPENAI_API_KEY",
+        doc_value: "sk-proj-...",
+        key: real_key("sk-proj-", 164),
+        header: "authorization",
+        header_prefix: "Bearer ",
+    });
+}
+
+#[test]
+fn gemini_cli_recipe_with_its_key_outside() {
+    run_recipe(Case {
+        cli: GEMINI,
+        api: Api::Gemini,
+        section: "Gemini CLI",
+        name: "GEMINI_API_KEY",
+        doc_value: "AIza...",
+        key: real_key("AIza", 39),
+        header: "x-goog-api-key",
+        header_prefix: "",
+    });
+}
