@@ -99,10 +99,6 @@ struct Seen {
 /// Scan the sandbox started under `root` while the stub holds the stream.
 fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
     let mut seen = Seen::default();
-    if !is_root() {
-        seen.not_scanned = Some("not root: another user namespace's memory".into());
-        return seen;
-    }
     let pids = sandbox_pids(root);
     seen.pids = pids.iter().map(|p| describe(*p)).collect();
     let Some(cli) = pids
@@ -110,10 +106,11 @@ fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
         .copied()
         .find_map(|p| environ_value(p, name).map(|v| (p, v)))
     else {
-        seen.not_scanned = Some(format!(
-            "no process of the sandbox has {name}: {:?}",
-            seen.pids
-        ));
+        // as root every process is readable; another user may be kept out of the sandbox's
+        // (its user namespace, or Yama's ptrace scope)
+        let why = format!("no process of the sandbox has {name}: {:?}", seen.pids);
+        assert!(!is_root(), "{why}");
+        seen.not_scanned = Some(why);
         return seen;
     };
     // the first part of the reply reaches the CLI before the rest is sent
@@ -125,6 +122,10 @@ fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    eprintln!(
+        "scan: the first part of the reply after {:?}",
+        seen.first_part_after
+    );
     for p in &pids {
         let s = scan_process(*p, key);
         seen.bytes_read += s.bytes_read;
@@ -151,6 +152,9 @@ struct Case {
     /// The request header that carries the key, and the text before it there.
     header: &'static str,
     header_prefix: &'static str,
+    /// The control: this command line (`$KEY`, `$PORT`, `$CA` put in) instead of the recipe,
+    /// which passes the key in; the scan must find it.
+    control: Option<&'static str>,
 }
 
 fn run_recipe(case: Case) {
@@ -160,13 +164,21 @@ fn run_recipe(case: Case) {
     let Some(bin) = install(&case.cli) else {
         return;
     };
-    let sandboxed = has_secret();
-    let f = Fixture::new(&format!("agent-secret-{}", case.cli.bin));
+    let sandboxed = case.control.is_some() || has_secret();
+    let kind = if case.control.is_some() {
+        "control"
+    } else {
+        "recipe"
+    };
+    let f = Fixture::new(&format!("agent-secret-{}-{kind}", case.cli.bin));
     let repo = f.git_repo("repo");
     let ca = TestCa::new(&f.dir);
     let stub = Stub::start(case.api, &ca);
     let key = case.key.clone();
-    let block = recipe(case.section, "127.0.0.1:8787");
+    let block = match case.control {
+        Some(c) => c.to_string(),
+        None => recipe(case.section, "127.0.0.1:8787"),
+    };
     let doc_assign = format!("{}={} ", case.name, case.doc_value);
     assert!(
         block.contains(&doc_assign),
@@ -250,7 +262,7 @@ fn run_recipe(case: Case) {
         let _ = err.read_to_end(&mut v);
         v
     });
-    let deadline = Instant::now() + slack_secs(300);
+    let deadline = Instant::now() + slack_secs(400);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -316,7 +328,11 @@ fn run_recipe(case: Case) {
     }
 
     // inside: the stream, and the scan made while the stub held it
-    let seen = seen.lock().unwrap().take().expect("the stub never streamed");
+    let seen = seen
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the stub never streamed");
     if let Some(why) = &seen.not_scanned {
         skip("secret", &format!("no scan of the sandbox's memory: {why}"));
     } else {
@@ -327,21 +343,32 @@ fn run_recipe(case: Case) {
              rest: something on the way buffers the stream",
             case.cli.bin
         );
-        assert_ne!(placeholder, key);
-        assert_eq!(placeholder.len(), key.len(), "{placeholder:?}");
-        assert!(
-            seen.key_hits.is_empty(),
-            "the real key is inside the sandbox: {:#?}\nprocesses: {:#?}",
-            seen.key_hits,
-            seen.pids
-        );
-        assert!(
-            !seen.placeholder_hits.is_empty(),
-            "the scan did not find the placeholder in the memory of {}: it proves nothing \
-             ({} bytes read)",
-            describe(cli_pid),
-            seen.bytes_read
-        );
+        if case.control.is_some() {
+            // the key was passed in: the scan finds it, in the CLI's environment and memory
+            assert_eq!(placeholder, key);
+            assert!(
+                seen.key_hits.iter().any(|h| h.contains("environ"))
+                    && seen.key_hits.iter().any(|h| h.contains("memory")),
+                "the scan missed a key that is inside: {:?}",
+                seen.key_hits
+            );
+        } else {
+            assert_ne!(placeholder, key);
+            assert_eq!(placeholder.len(), key.len(), "{placeholder:?}");
+            assert!(
+                seen.key_hits.is_empty(),
+                "the real key is inside the sandbox: {:#?}\nprocesses: {:#?}",
+                seen.key_hits,
+                seen.pids
+            );
+            assert!(
+                !seen.placeholder_hits.is_empty(),
+                "the scan did not find the placeholder in the memory of {}: it proves \
+                 nothing ({} bytes read)",
+                describe(cli_pid),
+                seen.bytes_read
+            );
+        }
         assert!(seen.pids.len() >= 3, "{:?}", seen.pids);
         eprintln!(
             "{}: scanned {} processes, {} MiB; first part streamed after {:?}",
@@ -350,6 +377,9 @@ fn run_recipe(case: Case) {
             seen.bytes_read >> 20,
             seen.first_part_after.unwrap()
         );
+    }
+    if case.control.is_some() {
+        return;
     }
     // nothing the sandbox could write holds the key: the kept home, the repo
     let mut h = Command::new(BIN);
@@ -377,8 +407,38 @@ fn claude_code_recipe_with_its_key_outside() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
+        control: None,
     });
 }
+
+/// The control of the scan: the same CLI given its key the old way (`--pass-env`, through
+/// the proxy's tunnel, no TLS termination): the scan finds the key in its environment and
+/// memory, and the stream is seen arriving.
+#[test]
+fn claude_code_key_passed_in_is_found_by_the_scan() {
+    run_recipe(Case {
+        cli: CLAUDE,
+        api: Api::Anthropic,
+        section: "Claude Code",
+        name: "ANTHROPIC_API_KEY",
+        doc_value: "sk-ant-...",
+        key: real_key("sk-ant-api03-", 108),
+        header: "x-api-key",
+        header_prefix: "",
+        control: Some(CONTROL),
+    });
+}
+
+/// The control's command line: NO_PROXY cleared by Claude Code's own settings, so that its
+/// requests go through the proxy's tunnel to the host's loopback, whatever sandbox-run does
+/// with a listed loopback port.
+const CONTROL: &str = r#"ANTHROPIC_API_KEY=sk-ant-... sandbox-run --profile adapter \
+  --pass-env ANTHROPIC_API_KEY --allow-host 127.0.0.1:8787 --ca-certs gateway-ca.pem \
+  --env ANTHROPIC_BASE_URL=https://127.0.0.1:8787 \
+  --env CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 -- \
+  claude -p --dangerously-skip-permissions \
+  --settings '{"env":{"NO_PROXY":"","no_proxy":""}}' "$PROMPT"
+"#;
 
 #[test]
 fn codex_recipe_with_its_key_outside() {
@@ -391,6 +451,7 @@ fn codex_recipe_with_its_key_outside() {
         key: real_key("sk-proj-", 164),
         header: "authorization",
         header_prefix: "Bearer ",
+        control: None,
     });
 }
 
@@ -405,5 +466,6 @@ fn gemini_cli_recipe_with_its_key_outside() {
         key: real_key("AIza", 39),
         header: "x-goog-api-key",
         header_prefix: "",
+        control: None,
     });
 }

@@ -169,8 +169,7 @@ impl TestCa {
         let issuer = Issuer::new(ca, ca_key);
         let leaf_key = KeyPair::generate().unwrap();
         let mut leaf =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-                .unwrap();
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
         leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
         let pem = dir.join("test-ca.pem");
@@ -441,7 +440,10 @@ fn events(api: Api, req: &Value) -> (Vec<String>, Vec<String>) {
                 }
                 v
             };
-            (vec![ev(None, c(DELTA1, false))], vec![ev(None, c(DELTA2, true))])
+            (
+                vec![ev(None, c(DELTA1, false))],
+                vec![ev(None, c(DELTA2, true))],
+            )
         }
     }
 }
@@ -516,7 +518,7 @@ fn serve(
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
         )?;
         let chunk = |w: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
-                         s: &str|
+                     s: &str|
          -> std::io::Result<()> {
             write!(w, "{:x}\r\n{s}\r\n", s.len())?;
             w.flush()
@@ -569,7 +571,11 @@ pub fn pid_ns(pid: i32) -> Option<PathBuf> {
 fn parent(pid: i32) -> Option<i32> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // after the command's name in parentheses: state, then ppid
-    s[s.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+    s[s.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn descendants(pid: i32) -> Vec<i32> {
@@ -622,14 +628,20 @@ pub struct Scan {
     pub unreadable: usize,
 }
 
+/// Does `hay` hold `needle`? (glibc's memmem: gigabytes of memory are scanned, and the
+/// tests are built without optimisations.)
 fn find(hay: &[u8], needle: &[u8]) -> bool {
+    // SAFETY: both pointers and lengths come from live slices; memmem only reads them.
     !needle.is_empty()
-        && hay.len() >= needle.len()
-        && hay
-            .iter()
-            .enumerate()
-            .take(hay.len() - needle.len() + 1)
-            .any(|(i, b)| *b == needle[0] && hay[i..].starts_with(needle))
+        && !unsafe {
+            libc::memmem(
+                hay.as_ptr().cast(),
+                hay.len(),
+                needle.as_ptr().cast(),
+                needle.len(),
+            )
+        }
+        .is_null()
 }
 
 pub fn scan_process(pid: i32, needle: &str) -> Scan {
@@ -637,7 +649,10 @@ pub fn scan_process(pid: i32, needle: &str) -> Scan {
     let mut s = Scan::default();
     let forms: Vec<Vec<u8>> = vec![
         needle.as_bytes().to_vec(),
-        needle.encode_utf16().flat_map(|u| u.to_le_bytes()).collect(),
+        needle
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect(),
     ];
     for f in ["environ", "cmdline"] {
         match std::fs::read(format!("/proc/{pid}/{f}")) {
@@ -705,8 +720,7 @@ pub fn environ_value(pid: i32, name: &str) -> Option<String> {
     let e = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     e.split(|b| *b == 0).find_map(|kv| {
         let kv = String::from_utf8_lossy(kv);
-        kv.strip_prefix(&format!("{name}="))
-            .map(|v| v.to_string())
+        kv.strip_prefix(&format!("{name}=")).map(|v| v.to_string())
     })
 }
 
