@@ -60,10 +60,21 @@ export HOME IS_SANDBOX=1
 exec "$@"
 "#;
 
-/// Does this sandbox-run know `--secret`?
-fn has_secret() -> bool {
-    let o = Command::new(BIN).arg("--help").output().unwrap();
-    String::from_utf8_lossy(&o.stdout).contains("--secret")
+/// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, or (for a CLI
+/// that connects straight to `127.0.0.1`) listed loopback ports on the sandbox's loopback.
+fn missing(direct: bool) -> Option<&'static str> {
+    let o = Command::new(BIN).args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !help.contains("--secret") {
+        Some("sandbox-run has no --secret")
+    } else if direct && !help.contains("sandbox's own loopback") {
+        Some("sandbox-run does not put listed loopback ports on the sandbox's own loopback")
+    } else {
+        None
+    }
 }
 
 /// A key of the shape of the vendor's, unique to this run: a value found nowhere else.
@@ -152,9 +163,11 @@ struct Case {
     /// The request header that carries the key, and the text before it there.
     header: &'static str,
     header_prefix: &'static str,
-    /// The control: this command line (`$KEY`, `$PORT`, `$CA` put in) instead of the recipe,
-    /// which passes the key in; the scan must find it.
-    control: Option<&'static str>,
+    /// This command line instead of the recipe (the key, port and CA put in the same way),
+    /// and a name for it.
+    script: Option<(&'static str, &'static str)>,
+    /// The control: the command line passes the key in, and the scan must find it.
+    key_inside: bool,
 }
 
 fn run_recipe(case: Case) {
@@ -164,19 +177,20 @@ fn run_recipe(case: Case) {
     let Some(bin) = install(&case.cli) else {
         return;
     };
-    let sandboxed = case.control.is_some() || has_secret();
-    let kind = if case.control.is_some() {
-        "control"
-    } else {
-        "recipe"
+    // the recipes' CLIs connect straight to 127.0.0.1 (NO_PROXY inside covers it)
+    let missing = match case.key_inside {
+        true => None,
+        false => missing(case.script.is_none()),
     };
+    let sandboxed = missing.is_none();
+    let kind = case.script.map_or("recipe", |s| s.0);
     let f = Fixture::new(&format!("agent-secret-{}-{kind}", case.cli.bin));
     let repo = f.git_repo("repo");
     let ca = TestCa::new(&f.dir);
     let stub = Stub::start(case.api, &ca);
     let key = case.key.clone();
-    let block = match case.control {
-        Some(c) => c.to_string(),
+    let block = match case.script {
+        Some((_, c)) => c.to_string(),
         None => recipe(case.section, "127.0.0.1:8787"),
     };
     let doc_assign = format!("{}={} ", case.name, case.doc_value);
@@ -320,7 +334,8 @@ fn run_recipe(case: Case) {
         skip(
             "secret",
             &format!(
-                "sandbox-run has no --secret: the {} recipe ran outside the sandbox only",
+                "{}: the {} recipe ran outside the sandbox only",
+                missing.unwrap(),
                 case.section
             ),
         );
@@ -343,7 +358,7 @@ fn run_recipe(case: Case) {
              rest: something on the way buffers the stream",
             case.cli.bin
         );
-        if case.control.is_some() {
+        if case.key_inside {
             // the key was passed in: the scan finds it, in the CLI's environment and memory
             assert_eq!(placeholder, key);
             assert!(
@@ -378,7 +393,7 @@ fn run_recipe(case: Case) {
             seen.first_part_after.unwrap()
         );
     }
-    if case.control.is_some() {
+    if case.key_inside {
         return;
     }
     // nothing the sandbox could write holds the key: the kept home, the repo
@@ -407,7 +422,8 @@ fn claude_code_recipe_with_its_key_outside() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
-        control: None,
+        script: None,
+        key_inside: false,
     });
 }
 
@@ -425,9 +441,38 @@ fn claude_code_key_passed_in_is_found_by_the_scan() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
-        control: Some(CONTROL),
+        script: Some(("control", CONTROL)),
+        key_inside: true,
     });
 }
+
+/// Claude Code through the proxy (CONNECT to the listed port, terminated there) rather than
+/// straight to the port on the sandbox's loopback: the same checks as the recipe's.
+#[test]
+fn claude_code_through_the_proxy_with_its_key_outside() {
+    run_recipe(Case {
+        cli: CLAUDE,
+        api: Api::Anthropic,
+        section: "Claude Code",
+        name: "ANTHROPIC_API_KEY",
+        doc_value: "sk-ant-...",
+        key: real_key("sk-ant-api03-", 108),
+        header: "x-api-key",
+        header_prefix: "",
+        script: Some(("connect", THROUGH_THE_PROXY)),
+        key_inside: false,
+    });
+}
+
+/// The recipe, with NO_PROXY cleared by Claude Code's own settings.
+const THROUGH_THE_PROXY: &str = r#"ANTHROPIC_API_KEY=sk-ant-... sandbox-run --profile adapter \
+  --secret ANTHROPIC_API_KEY=127.0.0.1:8787 --allow-host 127.0.0.1:8787 \
+  --ca-certs gateway-ca.pem \
+  --env ANTHROPIC_BASE_URL=https://127.0.0.1:8787 \
+  --env CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 -- \
+  claude -p --dangerously-skip-permissions \
+  --settings '{"env":{"NO_PROXY":"","no_proxy":""}}' "$PROMPT"
+"#;
 
 /// The control's command line: NO_PROXY cleared by Claude Code's own settings, so that its
 /// requests go through the proxy's tunnel to the host's loopback, whatever sandbox-run does
@@ -451,7 +496,8 @@ fn codex_recipe_with_its_key_outside() {
         key: real_key("sk-proj-", 164),
         header: "authorization",
         header_prefix: "Bearer ",
-        control: None,
+        script: None,
+        key_inside: false,
     });
 }
 
@@ -466,6 +512,7 @@ fn gemini_cli_recipe_with_its_key_outside() {
         key: real_key("AIza", 39),
         header: "x-goog-api-key",
         header_prefix: "",
-        control: None,
+        script: None,
+        key_inside: false,
     });
 }
