@@ -94,7 +94,7 @@ fn real_key(prefix: &str, len: usize) -> String {
 /// What the scan in the middle of the stream found.
 #[derive(Debug, Default)]
 struct Seen {
-    /// The CLI's pid and its value of the secret's name (the placeholder).
+    /// The first of the CLI's processes and its value of the secret's name (the placeholder).
     cli: Option<(i32, String)>,
     /// How long until the first part of the reply was in the CLI's memory.
     first_part_after: Option<Duration>,
@@ -112,11 +112,13 @@ fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
     let mut seen = Seen::default();
     let pids = sandbox_pids(root);
     seen.pids = pids.iter().map(|p| describe(*p)).collect();
-    let Some(cli) = pids
+    // the CLI's processes: a launcher (Codex's node script, Gemini CLI's relaunch) and the
+    // program that talks to the API all have the variable
+    let clis: Vec<(i32, String)> = pids
         .iter()
-        .copied()
-        .find_map(|p| environ_value(p, name).map(|v| (p, v)))
-    else {
+        .filter_map(|p| environ_value(*p, name).map(|v| (*p, v)))
+        .collect();
+    let Some(cli) = clis.first().cloned() else {
         // as root every process is readable; another user may be kept out of the sandbox's
         // (its user namespace, or Yama's ptrace scope)
         let why = format!("no process of the sandbox has {name}: {:?}", seen.pids);
@@ -127,26 +129,25 @@ fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
     // the first part of the reply reaches the CLI before the rest is sent
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(60) {
-        if !scan_process(cli.0, DELTA1).hits.is_empty() {
+        if clis
+            .iter()
+            .any(|(p, _)| !scan_process(*p, DELTA1).hits.is_empty())
+        {
             seen.first_part_after = Some(t.elapsed());
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    eprintln!(
-        "scan: the first part of the reply after {:?}",
-        seen.first_part_after
-    );
     for p in &pids {
         let s = scan_process(*p, key);
         seen.bytes_read += s.bytes_read;
         seen.key_hits.extend(s.hits);
     }
-    seen.placeholder_hits = scan_process(cli.0, &cli.1)
-        .hits
-        .into_iter()
-        .filter(|h| h.contains("memory"))
-        .collect();
+    for (p, v) in &clis {
+        let hits = scan_process(*p, v).hits;
+        seen.placeholder_hits
+            .extend(hits.into_iter().filter(|h| h.contains("memory")));
+    }
     seen.cli = Some(cli);
     seen
 }
@@ -354,9 +355,10 @@ fn run_recipe(case: Case) {
         let (cli_pid, placeholder) = seen.cli.clone().unwrap();
         assert!(
             seen.first_part_after.is_some(),
-            "the reply's first part never reached {} (pid {cli_pid}) while the stub held the \
-             rest: something on the way buffers the stream",
-            case.cli.bin
+            "the reply's first part never reached {} (pid {cli_pid} and the others with {}) \
+             while the stub held the rest: something on the way buffers the stream",
+            case.cli.bin,
+            case.name
         );
         if case.key_inside {
             // the key was passed in: the scan finds it, in the CLI's environment and memory
@@ -386,9 +388,9 @@ fn run_recipe(case: Case) {
         }
         assert!(seen.pids.len() >= 3, "{:?}", seen.pids);
         eprintln!(
-            "{}: scanned {} processes, {} MiB; first part streamed after {:?}",
+            "{}: scanned {:?}, {} MiB; first part streamed after {:?}",
             case.cli.bin,
-            seen.pids.len(),
+            seen.pids,
             seen.bytes_read >> 20,
             seen.first_part_after.unwrap()
         );
