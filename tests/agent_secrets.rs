@@ -164,11 +164,29 @@ struct Case {
     /// The request header that carries the key, and the text before it there.
     header: &'static str,
     header_prefix: &'static str,
-    /// This command line instead of the recipe (the key, port and CA put in the same way),
+    /// What runs (the key, the stub's port for 8787 and the CA for `gateway-ca.pem` put in),
     /// and a name for it.
-    script: Option<(&'static str, &'static str)>,
+    source: Source,
+    tag: &'static str,
+    /// The CLI connects straight to the listed port on the sandbox's loopback (NO_PROXY),
+    /// not through the proxy.
+    direct: bool,
     /// The control: the command line passes the key in, and the scan must find it.
     key_inside: bool,
+    /// The reply comes over a WebSocket (the request that streamed was an upgrade).
+    websocket: bool,
+}
+
+enum Source {
+    /// The block of docs/agents.md's section that holds this text, as a user would adapt it.
+    Doc(&'static str, fn(&str) -> String),
+    /// A command line of the test's own.
+    Own(&'static str),
+}
+
+/// A recipe as written.
+fn as_written(block: &str) -> String {
+    block.to_string()
 }
 
 fn run_recipe(case: Case) {
@@ -181,18 +199,17 @@ fn run_recipe(case: Case) {
     // the recipes' CLIs connect straight to 127.0.0.1 (NO_PROXY inside covers it)
     let missing = match case.key_inside {
         true => None,
-        false => missing(case.script.is_none()),
+        false => missing(case.direct),
     };
     let sandboxed = missing.is_none();
-    let kind = case.script.map_or("recipe", |s| s.0);
-    let f = Fixture::new(&format!("agent-secret-{}-{kind}", case.cli.bin));
+    let f = Fixture::new(&format!("agent-secret-{}-{}", case.cli.bin, case.tag));
     let repo = f.git_repo("repo");
     let ca = TestCa::new(&f.dir);
     let stub = Stub::start(case.api, &ca);
     let key = case.key.clone();
-    let block = match case.script {
-        Some((_, c)) => c.to_string(),
-        None => recipe(case.section, "127.0.0.1:8787"),
+    let block = match case.source {
+        Source::Own(c) => c.to_string(),
+        Source::Doc(marker, adapt) => adapt(&recipe(case.section, marker)),
     };
     let doc_assign = format!("{}={} ", case.name, case.doc_value);
     assert!(
@@ -256,9 +273,10 @@ fn run_recipe(case: Case) {
     let seen: Arc<Mutex<Option<Seen>>> = Arc::new(Mutex::new(None));
     if sandboxed {
         let (root, seen, name, key) = (root.clone(), seen.clone(), case.name, key.clone());
-        stub.on_stream(Box::new(move |_| {
+        stub.on_stream(Box::new(move |q| {
             let mut s = seen.lock().unwrap();
-            if s.is_none() {
+            // the turn (not Codex's prewarm, a response.create with no input)
+            if s.is_none() && q.strings().iter().any(|s| s.contains(PROMPT)) {
                 *s = Some(scan_sandbox(root.load(Ordering::SeqCst), name, &key));
             }
         }));
@@ -310,12 +328,17 @@ fn run_recipe(case: Case) {
     let reqs = stub.requests();
     let turn = reqs
         .iter()
-        .find(|q| q.streamed)
-        .unwrap_or_else(|| panic!("no streaming request reached the stub: {reqs:#?}\n{r}"));
-    assert!(
-        turn.strings().iter().any(|s| s.contains(PROMPT)),
-        "the prompt did not arrive whole: {:?}",
-        turn.strings()
+        .find(|q| q.streamed && q.strings().iter().any(|s| s.contains(PROMPT)))
+        .unwrap_or_else(|| {
+            panic!("no streaming request with the prompt whole reached the stub: {reqs:#?}\n{r}")
+        });
+    assert_eq!(
+        turn.header("upgrade").is_some(),
+        case.websocket,
+        "{} {}: {:?}",
+        turn.method,
+        turn.path,
+        turn.headers
     );
     for q in &reqs {
         assert_eq!(
@@ -335,9 +358,10 @@ fn run_recipe(case: Case) {
         skip(
             "secret",
             &format!(
-                "{}: the {} recipe ran outside the sandbox only",
+                "{}: the {} recipe ({}) ran outside the sandbox only",
                 missing.unwrap(),
-                case.section
+                case.section,
+                case.tag
             ),
         );
         return;
@@ -424,8 +448,11 @@ fn claude_code_recipe_with_its_key_outside() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
-        script: None,
+        source: Source::Doc("127.0.0.1:8787", as_written),
+        tag: "recipe",
+        direct: true,
         key_inside: false,
+        websocket: false,
     });
 }
 
@@ -443,8 +470,11 @@ fn claude_code_key_passed_in_is_found_by_the_scan() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
-        script: Some(("control", CONTROL)),
+        source: Source::Own(CONTROL),
+        tag: "control",
+        direct: false,
         key_inside: true,
+        websocket: false,
     });
 }
 
@@ -461,8 +491,11 @@ fn claude_code_through_the_proxy_with_its_key_outside() {
         key: real_key("sk-ant-api03-", 108),
         header: "x-api-key",
         header_prefix: "",
-        script: Some(("connect", THROUGH_THE_PROXY)),
+        source: Source::Own(THROUGH_THE_PROXY),
+        tag: "connect",
+        direct: false,
         key_inside: false,
+        websocket: false,
     });
 }
 
@@ -475,6 +508,44 @@ const THROUGH_THE_PROXY: &str = r#"ANTHROPIC_API_KEY=sk-ant-... sandbox-run --pr
   claude -p --dangerously-skip-permissions \
   --settings '{"env":{"NO_PROXY":"","no_proxy":""}}' "$PROMPT"
 "#;
+
+/// Codex's built-in OpenAI provider (what `api.openai.com` gets: docs/agents.md's first Codex
+/// block), pointed at the stub by `openai_base_url`. It takes its key from `CODEX_API_KEY`
+/// (`OPENAI_API_KEY` alone sends none), and opens a WebSocket to `/v1/responses` first, whose
+/// upgrade request carries the key, and the reply comes in frames: the terminating proxy
+/// injects into the upgrade and passes the frames through as they come.
+#[test]
+fn codex_websocket_with_its_key_outside() {
+    run_recipe(Case {
+        cli: CODEX,
+        api: Api::OpenAi,
+        section: "Codex",
+        name: "CODEX_API_KEY",
+        doc_value: "\"$OPENAI_API_KEY\"",
+        key: real_key("sk-proj-", 164),
+        header: "authorization",
+        header_prefix: "Bearer ",
+        source: Source::Doc("CODEX_API_KEY=api.openai.com", to_the_stub),
+        tag: "websocket",
+        direct: true,
+        key_inside: false,
+        websocket: true,
+    });
+}
+
+/// The recipe for api.openai.com, moved to the stub: the secret listed for its address, the
+/// test CA, and the built-in provider's `openai_base_url`.
+fn to_the_stub(block: &str) -> String {
+    block
+        .replace(
+            "=api.openai.com",
+            "=127.0.0.1:8787 --allow-host 127.0.0.1:8787 --ca-certs gateway-ca.pem",
+        )
+        .replace(
+            "\"$PROMPT\"",
+            "-c openai_base_url=https://127.0.0.1:8787/v1 \"$PROMPT\"",
+        )
+}
 
 /// The control's command line: NO_PROXY cleared by Claude Code's own settings, so that its
 /// requests go through the proxy's tunnel to the host's loopback, whatever sandbox-run does
@@ -498,8 +569,11 @@ fn codex_recipe_with_its_key_outside() {
         key: real_key("sk-proj-", 164),
         header: "authorization",
         header_prefix: "Bearer ",
-        script: None,
+        source: Source::Doc("127.0.0.1:8787", as_written),
+        tag: "recipe",
+        direct: true,
         key_inside: false,
+        websocket: false,
     });
 }
 
@@ -514,7 +588,10 @@ fn gemini_cli_recipe_with_its_key_outside() {
         key: real_key("AIza", 39),
         header: "x-goog-api-key",
         header_prefix: "",
-        script: None,
+        source: Source::Doc("127.0.0.1:8787", as_written),
+        tag: "recipe",
+        direct: true,
         key_inside: false,
+        websocket: false,
     });
 }

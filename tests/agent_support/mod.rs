@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use crate::common::*;
 
+mod websocket;
+
 // ---------------------------------------------------------------------------------------------
 // The CLIs
 
@@ -340,12 +342,20 @@ fn read_request(r: &mut impl BufRead) -> std::io::Result<Request> {
     })
 }
 
-/// The server-sent events of a streamed reply: the events before the hook, and after.
-fn events(api: Api, req: &Value) -> (Vec<String>, Vec<String>) {
-    let ev = |name: Option<&str>, data: Value| match name {
+/// One event of a streamed reply: its name (none for Gemini) and data.
+pub(crate) type Event = (Option<&'static str>, Value);
+
+/// An event as server-sent events write it.
+fn sse((name, data): &Event) -> String {
+    match name {
         Some(n) => format!("event: {n}\ndata: {data}\n\n"),
         None => format!("data: {data}\n\n"),
-    };
+    }
+}
+
+/// The events of a streamed reply: those before the hook, and those after.
+pub(crate) fn events(api: Api, req: &Value) -> (Vec<Event>, Vec<Event>) {
+    let ev = |name: Option<&'static str>, data: Value| (name, data);
     match api {
         Api::Anthropic => {
             let model = req["model"].as_str().unwrap_or("claude-stub");
@@ -492,6 +502,13 @@ fn serve(
     let tls = rustls::ServerConnection::new(config).map_err(std::io::Error::other)?;
     let mut r = BufReader::new(rustls::StreamOwned::new(tls, conn));
     let mut req = read_request(&mut r)?;
+    if api == Api::OpenAi
+        && req
+            .header("upgrade")
+            .is_some_and(|u| u.eq_ignore_ascii_case("websocket"))
+    {
+        return websocket::serve(&mut r, req, seen, hook);
+    }
     let body = req.json();
     let stream = wants_stream(api, &req.path, &body);
     req.streamed = stream;
@@ -524,14 +541,14 @@ fn serve(
             w.flush()
         };
         for e in &first {
-            chunk(w, e)?;
+            chunk(w, &sse(e))?;
         }
         // the stream is held here: the hook sees the first delta arrive, or not
         if let Some(h) = hook.lock().unwrap().as_mut() {
             h(&req);
         }
         for e in &rest {
-            chunk(w, e)?;
+            chunk(w, &sse(e))?;
         }
         write!(w, "0\r\n\r\n")?;
     }
