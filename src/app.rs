@@ -242,6 +242,23 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         env.extend(crate::layers::env::read_env_file(f, euid, &ws.repo).map_err(Fail::usage)?);
     }
     env.extend(args.env.iter().cloned());
+    // Before anything copies the environment: each secret's value into the vault, and its
+    // placeholder in its place.
+    let env_names: Vec<String> = env.iter().map(|(k, _)| k.clone()).collect();
+    let set_names: Vec<String> = profile.env.set.keys().cloned().collect();
+    let secrets = crate::secrets::load(
+        &profile.secrets,
+        &args.secrets.asked(),
+        &crate::secrets::Others {
+            pass_env: &args.pass_env,
+            keep_env: &args.keep_env,
+            env: &env_names,
+            profile_set: &set_names,
+        },
+        nix::unistd::geteuid().as_raw(),
+        &ws.repo,
+    )
+    .map_err(Fail::usage)?;
     let stdin = match &args.stdin {
         Some(s) => Some(std::sync::Arc::new(
             stdin_source(s, &ws.repo).map_err(Fail::usage)?,
@@ -271,6 +288,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             }),
             pass_env: args.pass_env.clone(),
             ca_certs: args.ca_certs.clone(),
+            secrets,
             stdin_pipe: stdin.is_some(),
             keep_paths: rep.keep_paths(&ws),
             carry: None,
@@ -740,6 +758,12 @@ impl Runner<'_> {
             eprintln!("{}", crate::layers::disk::stopped_line(c, &plan));
         }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        // A command that failed after refused lookups is told which host it wanted.
+        let filtered = plan.net == crate::profile::NetMode::Filtered;
+        let named = crate::net::dns::refusal_line(&finished.dns_refused, &plan.profile, filtered);
+        if let Some(line) = named.filter(|_| result.exit_code != 0) {
+            eprintln!("{line}");
+        }
         result.repo_changes = self.way_back(cmd, &plan, &finished);
         let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
         let hit = finished.disk_stopped.is_some() || full_at_end;
@@ -904,6 +928,21 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
     rep.commands = gene.validation.clone();
     let profile = load_profile(&args.profile)?;
     rep.profile = profile.name.clone();
+    // Before anything copies the environment (see run_in).
+    let set_names: Vec<String> = profile.env.set.keys().cloned().collect();
+    let secrets = crate::secrets::load(
+        &profile.secrets,
+        &args.secrets.asked(),
+        &crate::secrets::Others {
+            pass_env: &[],
+            keep_env: &[],
+            env: &[],
+            profile_set: &set_names,
+        },
+        nix::unistd::geteuid().as_raw(),
+        &ws.repo,
+    )
+    .map_err(Fail::usage)?;
     let path = sandbox_path(&profile);
     let ctx = policy::Context {
         repo: &ws.repo,
@@ -962,6 +1001,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         overrides: crate::plan::Overrides {
             keep_paths: rep.keep_paths(&ws),
             carry,
+            secrets,
             changes: args.changes.map(crate::cli::ChangesArg::mode),
             with_changes: with_changes(args.with_changes.as_deref(), &ws)?,
             ..Default::default()

@@ -207,7 +207,9 @@ pub struct RunArgs {
     pub net: Option<NetArg>,
     /// Add a host to the proxy's allow-list (repeatable): `api.example.com` (ports 443 and
     /// 80), `*.example.org` (subdomains), `example.net:8443`, `127.0.0.1:8787` (an address
-    /// only as written). On a profile without network this switches to `filtered`.
+    /// only as written; a loopback address or `localhost` with a port also appears on the
+    /// sandbox's own loopback, relayed to the host's). On a profile without network this
+    /// switches to `filtered`.
     #[arg(long = "allow-host", value_name = "PATTERN")]
     pub allow_host: Vec<String>,
     /// `$HOME`: `tmp` (gone after the run) or `persist` (kept per user and profile; overrides
@@ -236,11 +238,13 @@ pub struct RunArgs {
     /// terminal), through a pipe. Default: /dev/null.
     #[arg(long, value_name = "FILE|-")]
     pub stdin: Option<String>,
-    /// A CA bundle (PEM) to trust inside: bound read-only and named by NODE_EXTRA_CA_CERTS,
-    /// SSL_CERT_FILE, REQUESTS_CA_BUNDLE and GIT_SSL_CAINFO. Outside the repo, not writable
-    /// by other users.
+    /// A CA bundle (PEM) to trust inside, beside the system roots: it joins the sandbox's
+    /// bundle (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, PIP_CERT;
+    /// NODE_EXTRA_CA_CERTS for Node). Outside the repo, not writable by other users.
     #[arg(long = "ca-certs", value_name = "FILE")]
     pub ca_certs: Option<PathBuf>,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of
     /// read-write profiles), `keep` (stored for review: `sandbox-run changes`), `discard` (the
     /// default of copy-on-write profiles).
@@ -256,6 +260,30 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// `--secret` and `--secret-file`, for `run` and `validate`.
+#[derive(Debug, Args, Default)]
+pub struct SecretArgs {
+    /// Keep the caller's value of NAME outside the sandbox (repeatable): inside, NAME holds a
+    /// placeholder of the same shape, which the proxy replaces by the value in requests to
+    /// the HOSTs (written as in --allow-host, no wildcards; they join the allow-list and
+    /// imply --net filtered). The value comes from the environment or --secret-file.
+    #[arg(long = "secret", value_name = "NAME=HOST[,HOST...]")]
+    pub secret: Vec<String>,
+    /// Read the values of secrets from NAME=VALUE lines (`#` comments and blank lines
+    /// skipped); the file must be the caller's own and unreadable by other users (chmod 600).
+    #[arg(long = "secret-file", value_name = "FILE")]
+    pub secret_file: Vec<PathBuf>,
+}
+
+impl SecretArgs {
+    pub fn asked(&self) -> crate::secrets::Asked {
+        crate::secrets::Asked {
+            flags: self.secret.clone(),
+            files: self.secret_file.clone(),
+        }
     }
 }
 
@@ -277,6 +305,8 @@ pub struct ValidateArgs {
     /// Wall-clock limit for each command (default: the profile's; above 0).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, allow_hyphen_values = true)]
     pub timeout: Option<crate::units::Duration>,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of
     /// read-write profiles), `keep` (stored for review: `sandbox-run changes`), `discard` (the
     /// default of copy-on-write profiles).

@@ -27,6 +27,26 @@ pub fn plan_lines(plan: &Plan, abi: u8) -> Vec<String> {
     out.extend(plan.mounts.iter().map(mount_line));
     out.push(network_line(&Network::of(plan, Some(abi))));
     out.extend(env_lines(&plan.env_dropped));
+    for (name, hosts) in &plan.secrets {
+        out.push(format!(
+            "secret {name}: a placeholder inside; the proxy puts the value into requests to {}",
+            hosts.join(", ")
+        ));
+    }
+    if !plan.ca_certs.is_empty() || !plan.secrets.is_empty() {
+        let mut from: Vec<String> = plan
+            .ca_certs
+            .iter()
+            .map(|s| format!("{} ({})", s.path.display(), s.from))
+            .collect();
+        if !plan.secrets.is_empty() {
+            from.push("the run's CA".into());
+        }
+        out.push(format!(
+            "trust bundle: the system roots and {}",
+            from.join(", ")
+        ));
+    }
     out.extend(
         plan.file_commands
             .as_ref()

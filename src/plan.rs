@@ -64,9 +64,25 @@ pub struct Plan {
     pub gitconfig: Option<String>,
     pub hostname: String,
     pub net: NetMode,
-    /// The proxy's allow-list under `--net filtered`: the profile's, then `--allow-host`'s.
+    /// The proxy's allow-list under `--net filtered`: the profile's, then `--allow-host`'s
+    /// and the secrets' hosts.
     #[serde(default)]
     pub network_allow: Vec<String>,
+    /// The run's secrets by name, with the hosts each goes to (never a value: those stay in
+    /// the supervisor's vault, [`crate::net::vault`]). Not empty: pid 1 waits for the run's CA
+    /// to join the trust bundle before it starts the workload.
+    #[serde(default)]
+    pub secrets: Vec<(String, Vec<String>)>,
+    /// The files whose CAs joined the sandbox's trust bundle ([`crate::trust`]).
+    #[serde(default)]
+    pub ca_certs: Vec<crate::trust::Source>,
+    /// The trust bundle's files, made before the fork; the supervisor appends the run's CA.
+    #[serde(skip)]
+    pub trust: Option<std::sync::Arc<crate::trust::Bundle>>,
+    /// The secrets themselves, for the supervisor's proxy: their values are in the vault,
+    /// which no forked process inherits.
+    #[serde(skip)]
+    pub secret_set: std::sync::Arc<crate::net::secret::Secrets>,
     pub mounts: Vec<mounts::Op>,
     /// `None`: landlock is best-effort and the kernel lacks it.
     pub landlock: Option<landlock::Spec>,
@@ -116,6 +132,9 @@ pub struct Overrides {
     pub pass_env: Vec<String>,
     /// `--ca-certs`.
     pub ca_certs: Option<PathBuf>,
+    /// `--secret`, `--secret-file` and the profile's `[secrets]`, loaded
+    /// ([`crate::secrets::load`]).
+    pub secrets: crate::secrets::Loaded,
     /// `--stdin`: the supervisor feeds the workload's stdin.
     pub stdin_pipe: bool,
     /// Repo-relative paths the copy-back of a read-write repo leaves alone (the report file).
@@ -234,10 +253,15 @@ pub fn build(
     let _canon = crate::canon::Scope::begin();
     let mut degraded = Vec::new();
     let (ids, ids_why) = run_as(profile, ws, host)?;
-    let ca = match &o.ca_certs {
-        Some(p) => Some(env::ca_bundle(p, &ws.repo, host.euid)?),
-        None => None,
-    };
+    let (net, network_allow) = plan_network(&profile.network, o)?;
+    // The caller's own bundles are honoured where there is a network to use them on.
+    let ca_sources = crate::trust::sources(
+        o.ca_certs.as_deref(),
+        &host.env,
+        net != NetMode::None,
+        &ws.repo,
+        host.euid,
+    )?;
     // Asked (by trying, in a forked child) only when the profile can do without them.
     let namespaces = match profile.layers.namespaces {
         Requirement::Required => true,
@@ -421,23 +445,33 @@ pub fn build(
         })?
     };
 
-    let (net, network_allow) = plan_network(&profile.network, o)?;
     if net == NetMode::Filtered && !namespaces {
         return Err(format!("network: filtered needs the sandbox's own network namespace, and this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
     }
-    // `--ca-certs`: bound read-only at a fixed path inside (or, without a new root, read where
-    // it is), and named by the usual variables.
-    let ca_path = ca.as_ref().map(|real| match namespaces {
-        true => PathBuf::from(env::CA_INSIDE),
-        false => real.clone(),
+    // The trust bundle (`--ca-certs`, the caller's bundles, the run's CA): bound read-only
+    // at fixed paths inside (or, without a new root, read where it is), and named by the
+    // usual variables.
+    let trust =
+        crate::trust::make(ids, &ca_sources, !o.secrets.is_empty())?.map(std::sync::Arc::new);
+    let ca_paths: Option<(PathBuf, Option<PathBuf>)> = trust.as_ref().map(|b| {
+        let extra = b.has_extra;
+        match namespaces {
+            true => (
+                PathBuf::from(env::CA_INSIDE),
+                extra.then(|| PathBuf::from(env::CA_EXTRA_INSIDE)),
+            ),
+            false => (b.full.clone(), extra.then(|| b.extra.clone())),
+        }
     });
-    if let (Some(real), true) = (&ca, namespaces) {
-        ops.push(mounts::Op::Bind {
-            src: real.clone(),
-            dst: env::CA_INSIDE.into(),
-            ro: true,
-            optional: false,
-        });
+    if let (Some(b), true) = (&trust, namespaces) {
+        for (src, dst) in [(&b.full, env::CA_INSIDE), (&b.extra, env::CA_EXTRA_INSIDE)] {
+            ops.push(mounts::Op::Bind {
+                src: src.clone(),
+                dst: dst.into(),
+                ro: true,
+                optional: false,
+            });
+        }
         ops.sort_by_key(|op| op.dst().components().count());
     }
     let scratch = if namespaces {
@@ -505,7 +539,10 @@ pub fn build(
         }
         let mut read_only = vec![PathBuf::from("/proc")];
         read_only.extend(existing(&fs.sys));
-        read_only.extend(ca_path.iter().cloned());
+        if let Some((full, extra)) = &ca_paths {
+            read_only.push(full.clone());
+            read_only.extend(extra.iter().cloned());
+        }
         let n = &profile.network;
         landlock::Spec {
             list: vec![PathBuf::from("/")],
@@ -531,14 +568,20 @@ pub fn build(
         }
     });
 
-    let ca_vars: Vec<(String, String)> = ca_path
-        .iter()
-        .flat_map(|p| {
-            env::CA_VARS
-                .iter()
-                .map(|k| (k.to_string(), p.to_string_lossy().into_owned()))
-        })
-        .collect();
+    let mut ca_vars: Vec<(String, String)> = Vec::new();
+    if let Some((full, extra)) = &ca_paths {
+        for k in env::CA_VARS {
+            ca_vars.push((k.to_string(), full.to_string_lossy().into_owned()));
+        }
+        if let Some(extra) = extra {
+            ca_vars.push((
+                env::CA_EXTRA_VAR.to_string(),
+                extra.to_string_lossy().into_owned(),
+            ));
+        }
+    }
+    // Inside, a secret's name holds its placeholder, whatever else the profile passes.
+    ca_vars.extend(o.secrets.env());
     let built = env::build(&env::Inputs {
         caller: &host.env,
         keep: &profile.env.keep,
@@ -569,6 +612,9 @@ pub fn build(
             tracing::warn!("network: the proxy variables point at the sandbox's proxy under --net filtered; the values given were replaced");
         }
     }
+    if net == NetMode::None && namespaces {
+        env::no_fetch_retries(&mut built.vars);
+    }
     // `[filesystem] file_commands`: private copies, `$RUNNER_TEMP`'s entries read-only.
     let file_commands = match fs.file_commands {
         false => None,
@@ -598,6 +644,11 @@ pub fn build(
             }
         }
     };
+    // A secret's name holds its placeholder, whatever else passed it: not "passed".
+    let secret_names = o.secrets.planned();
+    built
+        .passed
+        .retain(|n| !secret_names.iter().any(|(s, _)| s == n));
     for name in &built.unset {
         tracing::warn!("--pass-env {name}: not set in the caller's environment; not passed");
     }
@@ -639,6 +690,10 @@ pub fn build(
         hostname: profile.process.hostname.clone(),
         net,
         network_allow,
+        secrets: o.secrets.planned(),
+        ca_certs: ca_sources,
+        trust,
+        secret_set: o.secrets.secrets.clone(),
         mounts: ops,
         landlock,
         landlock_min_abi: min_abi,
@@ -817,28 +872,38 @@ pub fn plan_network(
     n: &crate::profile::Network,
     o: &Overrides,
 ) -> Result<(NetMode, Vec<String>), String> {
-    let mode = match (o.net, o.allow_hosts.is_empty()) {
+    let secret_hosts = o.secrets.hosts();
+    let mode = match (o.net, o.allow_hosts.is_empty() && secret_hosts.is_empty()) {
         (Some(m), _) => m,
         (None, false) if n.mode == NetMode::None => NetMode::Filtered,
         (None, _) => n.mode,
     };
+    let m = if mode == NetMode::Host {
+        "host"
+    } else {
+        "none"
+    };
     if mode != NetMode::Filtered && !o.allow_hosts.is_empty() {
-        let m = if mode == NetMode::Host {
-            "host"
-        } else {
-            "none"
-        };
         return Err(format!(
             "--allow-host: the network mode is {m}, which has no allow-list; use --net filtered"
         ));
     }
+    if mode != NetMode::Filtered && !secret_hosts.is_empty() {
+        return Err(format!(
+            "--secret: the network mode is {m}, which has no proxy to put a secret into requests; use --net filtered"
+        ));
+    }
     let mut allow = n.allow.clone();
-    for h in &o.allow_hosts {
+    for h in o.allow_hosts.iter().chain(&secret_hosts) {
         if !allow.contains(h) {
             allow.push(h.clone());
         }
     }
-    crate::net::allow::AllowList::parse(&allow).map_err(|e| format!("--allow-host: {e}"))?;
+    let list =
+        crate::net::allow::AllowList::parse(&allow).map_err(|e| format!("--allow-host: {e}"))?;
+    if mode == NetMode::Filtered {
+        crate::net::proxy::check_loopback_ports(&list).map_err(|e| format!("--allow-host: {e}"))?;
+    }
     if mode != NetMode::Filtered {
         allow.clear();
     }

@@ -122,6 +122,10 @@ pub struct Profile {
     pub layers: Layers,
     pub process: Process,
     pub report: Report,
+    /// `[secrets] NAME = ["host", ...]`: the caller's value of NAME stays outside; inside,
+    /// NAME holds a placeholder the proxy replaces in requests to those hosts
+    /// ([`crate::secrets`]).
+    pub secrets: BTreeMap<String, Vec<String>>,
 }
 
 /// The `[gate]` section is exactly the policy gate's rules.
@@ -239,6 +243,7 @@ pub struct ProfileFile {
     process: ProcessFile,
     #[serde(default)]
     report: ReportFile,
+    secrets: Option<BTreeMap<String, Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -338,7 +343,7 @@ macro_rules! merge_fields {
 impl ProfileFile {
     /// Fill every field the child leaves unset from its parent.
     fn inherit(&mut self, mut parent: ProfileFile) {
-        merge_fields!(self, parent, description);
+        merge_fields!(self, parent, description, secrets);
         let (c, p) = (&mut self.gate, &mut parent.gate);
         merge_fields!(
             c,
@@ -472,6 +477,7 @@ impl ProfileFile {
             report: Report {
                 capture: self.report.capture.unwrap_or(false),
             },
+            secrets: self.secrets.unwrap_or_default(),
         }
     }
 }
@@ -504,6 +510,9 @@ impl Profile {
         }
         if let Err(e) = crate::net::allow::AllowList::parse(&self.network.allow) {
             return bad("network.allow", &e);
+        }
+        for (name, hosts) in &self.secrets {
+            crate::secrets::check_entry(name, hosts, "secrets:")?;
         }
         for p in &self.gate.programs {
             if p.is_empty() || p.contains('/') {

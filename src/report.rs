@@ -124,8 +124,24 @@ pub struct Sandbox {
     pub env_dropped: Vec<crate::layers::env::Dropped>,
     /// The names passed by `--pass-env` and `[env] pass` (never their values).
     pub env_passed: Vec<String>,
+    /// The run's secrets (`--secret`, `[secrets]`): by name, the hosts each goes to and how
+    /// many placeholders the proxy replaced by the value; never a value.
+    pub secrets: Vec<crate::net::secret::SecretUse>,
+    /// Placeholders sent where their secret does not go, refused (per secret and host).
+    pub secret_misdirected: Vec<crate::net::secret::Misdirected>,
+    /// What the sandbox's trust bundle holds beside the system roots: each file and why
+    /// (`--ca-certs`, a caller's variable such as `SSL_CERT_FILE`), and the run's own CA
+    /// (`from: "run"`, no path) when it has secrets.
+    pub ca_certs: Vec<CaCert>,
     pub network: Network,
     pub degraded: Vec<String>,
+}
+
+/// One entry of `sandbox.ca_certs`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaCert {
+    pub path: Option<std::path::PathBuf>,
+    pub from: String,
 }
 
 /// The network the command had: the mode, the port rules, and with `filtered` the proxy's
@@ -145,8 +161,13 @@ pub struct Network {
     pub listen: bool,
     /// `filtered`: the patterns the proxy lets through.
     pub allow: Vec<String>,
-    /// `filtered`: one entry per host:port the command asked the proxy for.
+    /// `filtered`: one entry per host:port the command asked the proxy for, or connected to
+    /// on a loopback port of the list.
     pub connections: Vec<crate::net::proxy::Connection>,
+    /// `none` and `filtered`: the names the command looked up that the sandbox's name service
+    /// refused, most looked-up first (under `filtered`, names on the allow-list are answered
+    /// the same but not listed: the proxy reaches them).
+    pub dns_refused: Vec<crate::net::dns::Refused>,
 }
 
 impl Network {
@@ -161,6 +182,7 @@ impl Network {
             listen: !(plan.seccomp && plan.seccomp_options.deny_listen),
             allow: plan.network_allow.clone(),
             connections: Vec::new(),
+            dns_refused: Vec::new(),
         }
     }
 }
@@ -431,8 +453,23 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         env_removed: plan.env_removed.clone(),
         env_dropped: plan.env_dropped.clone(),
         env_passed: plan.env_passed.clone(),
+        secrets: f.secrets.clone(),
+        secret_misdirected: f.secret_misdirected.clone(),
+        ca_certs: plan
+            .ca_certs
+            .iter()
+            .map(|s| CaCert {
+                path: Some(s.path.clone()),
+                from: s.from.clone(),
+            })
+            .chain((!plan.secrets.is_empty()).then(|| CaCert {
+                path: None,
+                from: "run".into(),
+            }))
+            .collect(),
         network: Network {
             connections: f.connections.clone(),
+            dns_refused: f.dns_refused.clone(),
             ..Network::of(plan, abi)
         },
         degraded: plan.degraded.clone(),

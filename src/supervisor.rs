@@ -109,6 +109,12 @@ pub struct Finished {
     pub output_dropped: Vec<&'static str>,
     /// `--net filtered`: the proxy's connection log.
     pub connections: Vec<crate::net::proxy::Connection>,
+    /// The run's secrets: where each went and how often ([`secret_log`]).
+    pub secrets: Vec<crate::net::secret::SecretUse>,
+    /// Placeholders the proxy refused to send where their secret does not go.
+    pub secret_misdirected: Vec<crate::net::secret::Misdirected>,
+    /// The sandbox's own network (`none`, `filtered`): the names its name service refused.
+    pub dns_refused: Vec<crate::net::dns::Refused>,
     /// The run's disk layer, handed over by stage 2 once the sandbox was gone (a kept layer),
     /// for the way back ([`crate::changes`]).
     pub layer: Option<std::sync::Arc<OwnedFd>>,
@@ -298,11 +304,12 @@ pub fn run(
     make: Option<MakeLeaf>,
 ) -> Result<Finished, String> {
     let started = Instant::now();
-    // `--net filtered`: a socket pair, not a pipe, so that pid 1 can pass the proxy's socket
-    // on it.
+    // The sandbox's own network namespace: a socket pair, not a pipe, so that pid 1 can pass
+    // the sockets it makes there (the proxy's, the loopback ports', the name service's).
     // A kept layer: the same, so that stage 2 can hand the disk layer over.
     let kept = crate::layers::overlay::kept(&plan.mounts);
-    let (rec_r, rec_w) = if plan.net == NetMode::Filtered || kept {
+    let own_net = plan.namespaces && plan.net != NetMode::Host;
+    let (rec_r, rec_w) = if own_net || kept {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
         socketpair(
             AddressFamily::Unix,
@@ -445,11 +452,11 @@ pub fn run(
         piped.then(|| Sink::open(2)),
     ];
 
-    // `--net filtered`: watch the channel until pid 1 passes the proxy's socket; a kept layer:
-    // until its end, for the hand-over.
-    let mut watch_channel = plan.net == NetMode::Filtered || kept;
+    // The sandbox's own network: watch the channel until pid 1 has passed its sockets; a kept
+    // layer: until its end, for the hand-over.
+    let mut watch_channel = own_net || kept;
     let mut early = Vec::new();
-    let mut proxy = None;
+    let mut net = Served::default();
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut hand_over_until: Option<Instant> = None;
@@ -508,7 +515,7 @@ pub fn run(
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
             watch_channel =
-                channel_records(plan, kept, &rec_r, &mut early, &mut proxy, &mut f, |line| {
+                channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
                     // never waiting for the caller, here in the loop
                     let mut own;
                     let err = match &mut sinks[1] {
@@ -538,7 +545,7 @@ pub fn run(
                 // own time, not by the timeout, the kill grace or a signal to us.
                 hand_over_until = Some(Instant::now() + HAND_OVER);
             }
-            let proxy_lost = plan.net == NetMode::Filtered && proxy.is_none() && !f.handing;
+            let proxy_lost = plan.net == NetMode::Filtered && net.proxy.is_none() && !f.handing;
             if proxy_lost && !watch_channel && !terminating {
                 // No proxy: nothing to serve the sandbox with; end it (the record says why).
                 terminate(pid);
@@ -620,8 +627,16 @@ pub fn run(
     // 2 (it finishes exiting once its namespace is empty), or, in a run without namespaces,
     // what the workload left behind when its reaper died.
     crate::launcher::init::kill_children();
-    if let Some(p) = proxy {
+    (f.secrets, f.secret_misdirected) = secret_log(plan, net.proxy.as_ref());
+    if net.proxy.is_some() && !plan.secrets.is_empty() {
+        // its threads put values into requests: the next sandbox is not forked from us
+        crate::net::vault::spilled();
+    }
+    if let Some(p) = net.proxy {
         f.connections = p.stop();
+    }
+    if let Some(n) = net.names {
+        f.dns_refused = n.stop();
     }
     if let Some(leaf) = leaf {
         // Nothing may outlive the run, whatever escaped the pid namespace's teardown.
@@ -659,7 +674,7 @@ pub fn run(
         // What is left cannot go now: point fd 2 at /dev/null rather than block on it.
         err.give_up();
     }
-    if plan.net == NetMode::Filtered || kept {
+    if own_net || kept {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
             match (r, fd) {
                 (Record::Layer, Some(fd)) => f.layer = Some(std::sync::Arc::new(fd)),
@@ -678,7 +693,8 @@ pub fn run(
             Record::Landlock { abi, status } => f.landlock = Some((abi, status)),
             Record::Ready => f.ready = true,
             Record::Full => f.disk_full = true,
-            Record::Listener | Record::Handing | Record::Layer => {}
+            Record::Listener | Record::Handing | Record::Layer | Record::Trusted { .. } => {}
+            Record::Forward { .. } | Record::Names => {}
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings
@@ -807,20 +823,51 @@ fn restore_cpus(mask: &libc::cpu_set_t) {
     unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(mask), mask) };
 }
 
-/// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy;
-/// the hand-over's records are noted in `f`; other records are kept for the end. Returns
-/// whether to keep watching.
+/// What the supervisor serves to the sandbox's own network, from the sockets pid 1 passed.
+#[derive(Default)]
+struct Served {
+    proxy: Option<crate::net::proxy::Proxy>,
+    names: Option<crate::net::dns::NameService>,
+    /// The loopback ports' listeners, until the proxy (whose log they share) starts.
+    forwards: Vec<(u16, OwnedFd)>,
+}
+
+/// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy
+/// and the loopback ports that came before it; the name service's socket starts it; the
+/// hand-over's records are noted in `f`; other records are kept for the end. Returns whether
+/// to keep watching.
 fn channel_records(
     plan: &Plan,
     kept: bool,
     rec: &OwnedFd,
     early: &mut Vec<Record>,
-    proxy: &mut Option<crate::net::proxy::Proxy>,
+    served: &mut Served,
     f: &mut Finished,
     mut say: impl FnMut(String),
 ) -> bool {
+    let proxy = &mut served.proxy;
     loop {
         match channel::recv(rec.as_raw_fd()) {
+            Some((Record::Forward { index }, Some(fd))) => served.forwards.push((index, fd)),
+            Some((Record::Names, Some(fd))) => {
+                let allow = match plan.net {
+                    NetMode::Filtered => crate::net::allow::AllowList::parse(&plan.network_allow),
+                    _ => Ok(Default::default()),
+                };
+                let started = allow.and_then(|allow| {
+                    let config = crate::net::dns::Config { allow };
+                    crate::net::dns::NameService::start(std::net::UdpSocket::from(fd), config)
+                        .map_err(|e| e.to_string())
+                });
+                match started {
+                    Ok(n) => served.names = Some(n),
+                    Err(e) => say(format!("sandbox-run: network: the name service: {e}\n")),
+                }
+                // `--net none`: the last of the network's records.
+                if plan.net != NetMode::Filtered && !kept {
+                    return false;
+                }
+            }
             Some((Record::Listener, Some(fd))) => {
                 let config =
                     crate::net::allow::AllowList::parse(&plan.network_allow).map(|allow| {
@@ -828,17 +875,46 @@ fn channel_records(
                             allow,
                             profile: plan.profile.clone(),
                             warn: true,
-                            secrets: Default::default(),
-                            extra_roots: Vec::new(),
+                            secrets: plan.secret_set.clone(),
+                            extra_roots: plan.ca_certs.iter().map(|s| s.path.clone()).collect(),
                         }
                     });
                 let started = config.and_then(|c| {
                     crate::net::proxy::Proxy::start(std::net::TcpListener::from(fd), c)
                         .map_err(|e| e.to_string())
                 });
+                // Secrets: the run's CA joins the trust bundle, then pid 1 may start the
+                // workload (it waits for this word).
+                let started = started.and_then(|p| match trust_run_ca(plan, &p) {
+                    Ok(()) => Ok(p),
+                    Err(e) => {
+                        let _ = p.stop();
+                        Err(e)
+                    }
+                });
+                if !plan.secrets.is_empty() {
+                    channel::send_trusted(rec.as_raw_fd(), started.is_ok());
+                }
                 match started {
                     Ok(p) => *proxy = Some(p),
                     Err(e) => say(format!("sandbox-run: network: starting the proxy: {e}\n")),
+                }
+                if let Some(p) = proxy.as_ref() {
+                    let ports = crate::net::allow::AllowList::parse(&plan.network_allow)
+                        .map(|a| crate::net::proxy::loopback_ports(&a))
+                        .unwrap_or_default();
+                    for (i, fd) in std::mem::take(&mut served.forwards) {
+                        let Some(lp) = ports.get(usize::from(i)) else {
+                            continue;
+                        };
+                        let l = std::net::TcpListener::from(fd);
+                        if let Err(e) = p.forward(l, lp.clone()) {
+                            say(format!(
+                                "sandbox-run: network: serving {}:{}: {e}\n",
+                                lp.host, lp.port
+                            ));
+                        }
+                    }
                 }
                 if !kept {
                     return false;
@@ -865,6 +941,40 @@ fn channel_records(
                 return n < 0 && nix::errno::Errno::last() == nix::errno::Errno::EAGAIN;
             }
         }
+    }
+}
+
+/// The secrets' part of the report: every secret of the plan, with the proxy's counts.
+fn secret_log(
+    plan: &Plan,
+    _proxy: Option<&crate::net::proxy::Proxy>,
+) -> (
+    Vec<crate::net::secret::SecretUse>,
+    Vec<crate::net::secret::Misdirected>,
+) {
+    let uses = plan
+        .secrets
+        .iter()
+        .map(|(name, hosts)| crate::net::secret::SecretUse {
+            name: name.clone(),
+            hosts: hosts.clone(),
+            injections: 0,
+        })
+        .collect();
+    (uses, Vec::new())
+}
+
+/// A run with secrets: the proxy's CA, appended to the sandbox's trust bundle.
+fn trust_run_ca(plan: &Plan, proxy: &crate::net::proxy::Proxy) -> Result<(), String> {
+    if plan.secrets.is_empty() {
+        return Ok(());
+    }
+    let pem = proxy
+        .ca_pem()
+        .ok_or("the proxy made no CA for the run's secrets")?;
+    match &plan.trust {
+        Some(b) => b.add(&pem),
+        None => Err("the run has secrets but no trust bundle".into()),
     }
 }
 
@@ -916,6 +1026,7 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (Step::MountProc, libc::EPERM) => " (a fresh /proc cannot be mounted here: the host's /proc is partly covered, as in many containers)",
         (Step::MountOverlay, _) => " (overlayfs in a user namespace needs Linux 5.11+; use repo = \"ro\" or \"rw\")",
         (Step::Exec, libc::ENOENT) => " (not found inside the sandbox: is its directory mounted?)",
+        (Step::ProxySocket, libc::ETIMEDOUT | libc::ECANCELED) if !plan.secrets.is_empty() => " (the supervisor did not add the run's CA to the sandbox's trust bundle, so the workload was not started; see the line above)",
         _ => "",
     };
     let errno = std::io::Error::from_raw_os_error(e.errno).to_string();

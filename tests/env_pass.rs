@@ -435,7 +435,9 @@ fn env_file_is_read_only_from_a_private_file() {
 const BUNDLE: &str =
     "-----BEGIN CERTIFICATE-----\nMIIBsbxe2eCorporateRootCA\n-----END CERTIFICATE-----\n";
 
-/// `--ca-certs FILE`: the four variables name a readable file with the bundle's content;
+/// `--ca-certs FILE`: its CA joins the sandbox's trust bundle, a readable read-only file that
+/// SSL_CERT_FILE and friends name (the system roots, then the CA: OpenSSL clients take it
+/// instead of the system's), and Node's NODE_EXTRA_CA_CERTS names the extra CA alone;
 /// without the flag the caller's values are stripped.
 #[test]
 fn ca_certs_are_bound_and_named() {
@@ -452,16 +454,26 @@ fn ca_certs_are_bound_and_named() {
         "NODE_EXTRA_CA_CERTS",
         "SSL_CERT_FILE",
         "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
         "GIT_SSL_CAINFO",
+        "PIP_CERT",
     ];
     let caller: Vec<(&str, &str)> = vars.iter().map(|v| (*v, "/host/ca.pem")).collect();
+    let hex: String = BUNDLE.bytes().map(|b| format!("{b:02x}")).collect();
     for v in vars {
         let r = getenv(&p, &repo, &opt, v, &caller);
         let inside = r.assert_ok();
         let r = run_probe(&p, &repo, &opt, &["read-hex", &inside]);
         r.assert_ok();
-        let hex: String = BUNDLE.bytes().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(r.lines.first(), Some(&hex), "{v}={inside}: {r}");
+        let got = r.lines.first().cloned().unwrap_or_default();
+        if v == "NODE_EXTRA_CA_CERTS" {
+            assert_eq!(got, hex, "{v}={inside}: {r}");
+        } else {
+            assert!(
+                got.ends_with(&hex) && got.len() > hex.len(),
+                "{v}={inside}: {r}"
+            );
+        }
         // read-only inside
         let r = run_probe(&p, &repo, &opt, &["open-write", &inside]);
         assert!(

@@ -1,9 +1,11 @@
 //! The one-way channel from the sandbox to the supervisor: fixed-size 12-byte records on a
 //! close-on-exec pipe (fd 3 in stage 2 and its children). Writes of 12 bytes to a pipe are
 //! atomic, need no allocation, and the pipe's end-of-file tells the supervisor that every
-//! process holding it has exec'd or exited. Under `--net filtered` the channel is a
-//! `SOCK_SEQPACKET` socket pair instead (one message per record, the same guarantees), so that
-//! pid 1 can pass the proxy's listening socket with `SCM_RIGHTS`.
+//! process holding it has exec'd or exited. Whenever the sandbox has its own network namespace
+//! (`--net none` and `--net filtered`), or a kept layer, the channel is a `SOCK_SEQPACKET`
+//! socket pair instead (one message per record, the same guarantees), so that pid 1 can pass
+//! the sockets it makes there (the proxy's, the loopback ports', the name service's) with
+//! `SCM_RIGHTS`.
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;
@@ -37,6 +39,16 @@ pub enum Record {
     Layer,
     /// The repo's layer was full at some point of the run: writes failed with ENOSPC.
     Full,
+    /// The other way, supervisor to pid 1 (a run with secrets): the run's CA is in the trust
+    /// bundle (`ok`), or the proxy could not start; pid 1 waits for it ([`wait_trusted`]).
+    Trusted { ok: bool },
+    /// A listening socket on a loopback port of the allow-list, the `index`th of
+    /// [`crate::net::proxy::loopback_ports`], travelling as `SCM_RIGHTS`. Sent before
+    /// [`Record::Listener`].
+    Forward { index: u16 },
+    /// The name service's UDP socket (`127.0.0.1:53` inside), travelling as `SCM_RIGHTS`.
+    /// Sent before [`Record::Listener`]; the last network record under `--net none`.
+    Names,
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -68,7 +80,8 @@ pub enum Phase {
     /// Stage 2 is done (copy-back included) and exits.
     Stage2Ended,
     /// pid 1 is in the sandbox's network namespace (made meanwhile by stage 2, see
-    /// `ns::Net`), and the proxy's socket made there under `--net filtered`.
+    /// `ns::Net`), and its sockets made there (the name service's; under `--net filtered`
+    /// the loopback ports' and the proxy's).
     Network,
 }
 
@@ -138,6 +151,9 @@ impl Record {
             Record::Handing => (8, 0, 0, 0, 0),
             Record::Layer => (9, 0, 0, 0, 0),
             Record::Full => (10, 0, 0, 0, 0),
+            Record::Trusted { ok } => (11, ok as u8, 0, 0, 0),
+            Record::Forward { index } => (12, 0, index, 0, 0),
+            Record::Names => (13, 0, 0, 0, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -172,6 +188,9 @@ impl Record {
             8 => Some(Record::Handing),
             9 => Some(Record::Layer),
             10 => Some(Record::Full),
+            11 => Some(Record::Trusted { ok: b[1] == 1 }),
+            12 => Some(Record::Forward { index: step }),
+            13 => Some(Record::Names),
             _ => None,
         }
     }
@@ -220,6 +239,41 @@ pub fn send_with_fd(sock: RawFd, r: Record, fd: RawFd) -> Result<(), i32> {
         }
     }
     Ok(())
+}
+
+/// How long pid 1 waits for [`Record::Trusted`]: the supervisor makes a CA (milliseconds) and
+/// starts the proxy; past this it is taken as failed.
+pub const TRUST_WAIT_MS: i32 = 20_000;
+
+/// pid 1's side of [`Record::Trusted`]: wait on the channel (at most [`TRUST_WAIT_MS`]) for
+/// the supervisor's word. `Err(errno)`: ETIMEDOUT when none came, ECANCELED when the
+/// supervisor could not start the proxy or add its CA. No allocation.
+pub fn wait_trusted() -> Result<(), i32> {
+    let mut p = libc::pollfd {
+        fd: FD,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd on our stack.
+    let n = unsafe { libc::poll(&mut p, 1, TRUST_WAIT_MS) };
+    if n <= 0 {
+        return Err(libc::ETIMEDOUT);
+    }
+    let mut b = [0u8; SIZE];
+    // SAFETY: recv(2) of one record into a stack buffer of its size.
+    let got = unsafe { libc::recv(FD, b.as_mut_ptr().cast(), SIZE, libc::MSG_DONTWAIT) };
+    match (got, Record::decode(b)) {
+        (n, Some(Record::Trusted { ok: true })) if n == SIZE as isize => Ok(()),
+        (n, _) if n <= 0 => Err(libc::ETIMEDOUT),
+        _ => Err(libc::ECANCELED),
+    }
+}
+
+/// The supervisor's side: tell pid 1 on the channel `fd` whether the run's CA is in.
+pub fn send_trusted(fd: RawFd, ok: bool) {
+    let b = Record::Trusted { ok }.encode();
+    // SAFETY: send(2) of a stack buffer of the given length.
+    unsafe { libc::send(fd, b.as_ptr().cast(), b.len(), libc::MSG_NOSIGNAL) };
 }
 
 /// Read one record now (the supervisor's side, while the sandbox runs), with the fd that came
@@ -349,9 +403,48 @@ mod tests {
             Record::Handing,
             Record::Layer,
             Record::Full,
+            Record::Trusted { ok: true },
+            Record::Trusted { ok: false },
+            Record::Forward { index: 513 },
+            Record::Names,
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }
         assert_eq!(Record::decode([42; SIZE]), None);
+    }
+
+    /// pid 1's wait for the run's CA: the supervisor's word decides; a "no" fails at once.
+    #[test]
+    fn pid1_waits_for_the_supervisors_word() {
+        use std::os::fd::AsRawFd;
+        for ok in [true, false] {
+            let (ours, theirs) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::empty(),
+            )
+            .unwrap();
+            // SAFETY: the child only calls dup2, poll, recv and _exit (async-signal-safe).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: as above.
+                unsafe {
+                    libc::dup2(theirs.as_raw_fd(), FD);
+                    let code = match wait_trusted() {
+                        Ok(()) => 0,
+                        Err(libc::ECANCELED) => 1,
+                        Err(_) => 2,
+                    };
+                    libc::_exit(code);
+                }
+            }
+            send_trusted(ours.as_raw_fd(), ok);
+            let mut st = 0;
+            // SAFETY: waiting for our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            assert!(libc::WIFEXITED(st));
+            assert_eq!(libc::WEXITSTATUS(st), if ok { 0 } else { 1 });
+        }
     }
 }

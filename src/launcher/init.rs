@@ -155,8 +155,19 @@ pub fn run(
     if let Some(net) = net {
         net.enter()?;
     }
+    if own_net {
+        // The loopback ports and the name service, before the proxy's socket: the supervisor
+        // starts serving them all once that last one arrives.
+        super::netfds::hand_over(plan)?;
+    }
     if plan.net == crate::profile::NetMode::Filtered {
         proxy_listener()?;
+        // Secrets: the supervisor adds the run's CA (made after our fork, so its key was never
+        // in our memory) to the trust bundle once the proxy runs; the workload must trust it
+        // from its first connection.
+        if !plan.secrets.is_empty() {
+            channel::wait_trusted().map_err(|e| StepError::new(Step::ProxySocket, e))?;
+        }
     }
     if own_net {
         channel::mark(channel::Phase::Network);

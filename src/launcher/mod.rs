@@ -27,6 +27,7 @@
 
 pub mod channel;
 pub mod init;
+mod netfds;
 pub mod stage2;
 
 use crate::plan::Plan;
@@ -119,7 +120,10 @@ pub fn spawn(
     piped: bool,
     cgroup: Option<&OwnedFd>,
 ) -> Result<Stage2, String> {
-    let mut s = if crate::sys::single_threaded() && !exec_forced() {
+    // A process whose heap may hold a secret's value (its proxy injected them for an
+    // earlier command) must not be forked into a sandbox.
+    let fork_ok = !crate::net::vault::is_spilled();
+    let mut s = if crate::sys::single_threaded() && !exec_forced() && fork_ok {
         fork(plan, &rec_w, piped, cgroup)?
     } else {
         reexec(&rec_w, piped)?

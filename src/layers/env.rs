@@ -24,6 +24,7 @@ const NEVER_EXACT: &[&str] = &[
     "SSL_CERT_DIR",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
+    "PIP_CERT",
     "PYTHONPATH",
     "PYTHONSTARTUP",
     "PYTHONHOME",
@@ -251,6 +252,18 @@ pub fn set_proxy(vars: &mut BTreeMap<String, String>, url: &str) -> bool {
         vars.insert(k.into(), "localhost,127.0.0.1,::1".into());
     }
     replaced
+}
+
+/// `--net none`: nothing outside answers, so a package manager's retries of a failed fetch
+/// only delay the failure (measured: npm retries each fetch for 70 s, whether the lookup
+/// failed or the connection; pip 9 s per package): none, unless the caller, the profile or
+/// `--env` set them. npm then fails in under a second, naming the host it looked up.
+pub fn no_fetch_retries(vars: &mut BTreeMap<String, String>) {
+    for (k, v) in [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")] {
+        if !vars.keys().any(|n| n.eq_ignore_ascii_case(k)) {
+            vars.insert(k.into(), v.into());
+        }
+    }
 }
 
 /// Inputs of [`build`]: everything comes in as data, so the function is pure.
@@ -525,16 +538,24 @@ fn io_words(e: &std::io::Error) -> String {
     s.split(" (os error").next().unwrap_or(&s).to_string()
 }
 
-/// Where `--ca-certs` shows the bundle inside a sandbox with its own root.
+/// Where the sandbox's trust bundle (the system roots and the extra CAs, [`crate::trust`])
+/// is inside a sandbox with its own root.
 pub const CA_INSIDE: &str = "/run/sandbox-run/ca-certs.pem";
 
-/// The variables `--ca-certs` sets inside, each naming the bundle.
+/// Where the extra CAs alone are, for Node.
+pub const CA_EXTRA_INSIDE: &str = "/run/sandbox-run/ca-extra.pem";
+
+/// The variables that name the whole bundle inside.
 pub const CA_VARS: &[&str] = &[
-    "NODE_EXTRA_CA_CERTS",
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
     "GIT_SSL_CAINFO",
+    "PIP_CERT",
 ];
+
+/// The variable that names the extra CAs alone (Node adds them to its own roots).
+pub const CA_EXTRA_VAR: &str = "NODE_EXTRA_CA_CERTS";
 
 /// `--ca-certs FILE`, checked: a regular file outside the repo that no other user can write
 /// (owned by the caller or root, no group or other write bit). Returns its resolved path.
@@ -588,6 +609,21 @@ fn why(r: Refusal) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_fetch_retries_keeps_what_was_set() {
+        let mut v = BTreeMap::new();
+        no_fetch_retries(&mut v);
+        assert_eq!(
+            v.get("npm_config_fetch_retries").map(String::as_str),
+            Some("0")
+        );
+        assert_eq!(v.get("PIP_RETRIES").map(String::as_str), Some("0"));
+        let mut v = BTreeMap::from([("NPM_CONFIG_FETCH_RETRIES".to_string(), "5".to_string())]);
+        no_fetch_retries(&mut v);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v["NPM_CONFIG_FETCH_RETRIES"], "5");
+    }
 
     fn caller() -> Vec<(String, String)> {
         [

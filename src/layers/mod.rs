@@ -63,6 +63,8 @@ pub enum Step {
     ProxySocket,
     Home,
     NetNs,
+    LoopbackPort,
+    NameService,
 }
 
 impl Step {
@@ -108,6 +110,8 @@ impl Step {
         Step::ProxySocket,
         Step::Home,
         Step::NetNs,
+        Step::LoopbackPort,
+        Step::NameService,
     ];
 
     pub fn name(self) -> &'static str {
@@ -153,6 +157,8 @@ impl Step {
             Step::ProxySocket => "network: the proxy's socket",
             Step::Home => "home: write $HOME/.gitconfig",
             Step::NetNs => "namespaces: network namespace",
+            Step::LoopbackPort => "network: a loopback port of the allow-list",
+            Step::NameService => "network: the name service (127.0.0.1:53, /etc/resolv.conf)",
         }
     }
 

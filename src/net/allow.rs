@@ -90,6 +90,17 @@ impl Rule {
         })
     }
 
+    /// A loopback host with an explicit port (`127.0.0.1:P`, `[::1]:P`, `localhost:P`): the
+    /// address (`None` for `localhost`, which is both) and the port.
+    pub fn loopback_port(&self) -> Option<(Option<IpAddr>, u16)> {
+        let port = self.port?;
+        match &self.target {
+            Target::Ip(ip) if ip.is_loopback() => Some((Some(*ip), port)),
+            Target::Name(n) if n == "localhost" => Some((None, port)),
+            _ => None,
+        }
+    }
+
     fn port_ok(&self, port: u16) -> bool {
         match self.port {
             Some(p) => p == port,
@@ -186,6 +197,18 @@ impl AllowList {
                     (Target::Ip(a), Host::Ip(b)) => same_ip(*a, *b),
                     _ => false,
                 }
+        })
+    }
+
+    /// Whether a rule names `host`, on any port.
+    pub fn names(&self, host: &Host) -> bool {
+        self.rules.iter().any(|r| {
+            let p = r.port.unwrap_or(DEFAULT_PORTS[0]);
+            AllowList {
+                rules: vec![r.clone()],
+            }
+            .find(host, p)
+            .is_some()
         })
     }
 

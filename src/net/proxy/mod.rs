@@ -22,12 +22,14 @@
 //! connection log of the report.
 
 mod decide;
+mod forward;
 mod relay;
 mod request;
 #[cfg(test)]
 mod tests;
 
 pub use decide::{decide, Denial};
+pub use forward::{check_loopback_ports, loopback_ports, LoopbackPort};
 pub use request::{parse_request, Request};
 
 use super::allow::{host_networks, AllowList, Host, HostNet};
@@ -117,6 +119,10 @@ struct Shared {
     relay: Mutex<Option<Arc<Relay>>>,
     /// The host's own networks, read at start ([`host_networks`]).
     nets: Vec<HostNet>,
+    /// The last connection's id.
+    ids: AtomicU64,
+    /// The listeners of the loopback ports ([`Proxy::forward`]) and their accept threads.
+    forwards: Mutex<Vec<(TcpListener, std::thread::JoinHandle<()>)>>,
 }
 
 /// A running proxy; [`Proxy::stop`] ends it and returns the connection log.
@@ -124,6 +130,8 @@ pub struct Proxy {
     shared: Arc<Shared>,
     listener: TcpListener,
     accept: Option<std::thread::JoinHandle<()>>,
+    /// The run's CA, made when the run has secrets.
+    ca: Option<Arc<super::tls::ca::RunCa>>,
 }
 
 impl Proxy {
@@ -141,6 +149,12 @@ impl Proxy {
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 1);
         }
+        let ca = match config.secrets.is_empty() {
+            true => None,
+            false => Some(Arc::new(
+                super::tls::ca::RunCa::new().map_err(std::io::Error::other)?,
+            )),
+        };
         let shared = Arc::new(Shared {
             config,
             stop: AtomicBool::new(false),
@@ -150,6 +164,8 @@ impl Proxy {
             live: Mutex::new(HashMap::new()),
             relay: Mutex::new(None),
             nets,
+            ids: AtomicU64::new(0),
+            forwards: Mutex::new(Vec::new()),
         });
         let l = listener.try_clone()?;
         let s = shared.clone();
@@ -161,7 +177,13 @@ impl Proxy {
             shared,
             listener,
             accept: Some(accept),
+            ca,
         })
+    }
+
+    /// The run's CA certificate (PEM), when the run has secrets: for the sandbox's bundle.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.ca.as_ref().map(|c| c.pem().to_string())
     }
 
     /// Stop accepting, cut every open connection, and return the log.
@@ -171,6 +193,11 @@ impl Proxy {
         // SAFETY: shutdown(2) on a socket we own.
         unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
         if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        for (l, t) in std::mem::take(&mut *lock(&self.shared.forwards)) {
+            // SAFETY: as above.
+            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
             let _ = t.join();
         }
         for streams in lock(&self.shared.live).values() {
@@ -212,7 +239,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    let mut next_id = 0u64;
     loop {
         let conn = listener.accept();
         if shared.stop.load(Ordering::SeqCst) {
@@ -235,8 +261,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             );
             continue;
         }
-        next_id += 1;
-        let id = next_id;
+        let id = shared.next_id();
         shared.active.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
@@ -266,6 +291,11 @@ fn respond(mut s: &TcpStream, status: &str, body: &str) -> std::io::Result<()> {
 }
 
 impl Shared {
+    /// A fresh connection id (the key of [`Shared::live`]).
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
     /// A connection ended: it no longer counts against [`MAX_ACTIVE`].
     fn finish(&self, id: u64) {
         lock(&self.live).remove(&id);

@@ -301,6 +301,8 @@ fn the_log_is_bounded() {
         live: Mutex::new(HashMap::new()),
         relay: Mutex::new(None),
         nets: Vec::new(),
+        ids: AtomicU64::new(0),
+        forwards: Mutex::new(Vec::new()),
     };
     let d = Denial {
         reason: "not on the allow-list".into(),

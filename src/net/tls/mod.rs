@@ -2,3 +2,4 @@
 //! ([`ca`]).
 
 pub mod ca;
+pub mod roots;
