@@ -60,16 +60,23 @@ export HOME IS_SANDBOX=1
 exec "$@"
 "#;
 
-/// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, or (for a CLI
-/// that connects straight to `127.0.0.1`) listed loopback ports on the sandbox's loopback.
+/// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, the TLS
+/// termination that injects it, or (for a CLI that connects straight to `127.0.0.1`) listed
+/// loopback ports on the sandbox's loopback.
 fn missing(direct: bool) -> Option<&'static str> {
     let o = Command::new(BIN).args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    // (the termination has no option of its own: its source file says whether it is built)
+    let terminates = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/net/proxy/terminate.rs")
+        .exists();
     if !help.contains("--secret") {
         Some("sandbox-run has no --secret")
+    } else if !terminates {
+        Some("sandbox-run does not terminate TLS to inject secrets")
     } else if direct && !help.contains("sandbox's own loopback") {
         Some("sandbox-run does not put listed loopback ports on the sandbox's own loopback")
     } else {
