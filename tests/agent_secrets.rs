@@ -63,7 +63,7 @@ exec "$@"
 /// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, the TLS
 /// termination that injects it, or (for a CLI that connects straight to `127.0.0.1`) listed
 /// loopback ports on the sandbox's loopback.
-fn missing(direct: bool) -> Option<&'static str> {
+fn missing(secret: bool, direct: bool) -> Option<&'static str> {
     let o = Command::new(BIN).args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
@@ -73,9 +73,9 @@ fn missing(direct: bool) -> Option<&'static str> {
     let terminates = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("src/net/proxy/terminate.rs")
         .exists();
-    if !help.contains("--secret") {
+    if secret && !help.contains("--secret") {
         Some("sandbox-run has no --secret")
-    } else if !terminates {
+    } else if secret && !terminates {
         Some("sandbox-run does not terminate TLS to inject secrets")
     } else if direct && !help.contains("sandbox's own loopback") {
         Some("sandbox-run does not put listed loopback ports on the sandbox's own loopback")
@@ -204,10 +204,7 @@ fn run_recipe(case: Case) {
         return;
     };
     // the recipes' CLIs connect straight to 127.0.0.1 (NO_PROXY inside covers it)
-    let missing = match case.key_inside {
-        true => None,
-        false => missing(case.direct),
-    };
+    let missing = missing(!case.key_inside, case.direct);
     let sandboxed = missing.is_none();
     let f = Fixture::new(&format!("agent-secret-{}-{}", case.cli.bin, case.tag));
     let repo = f.git_repo("repo");
@@ -484,6 +481,38 @@ fn claude_code_key_passed_in_is_found_by_the_scan() {
         websocket: false,
     });
 }
+
+/// Codex reaches a listed port of the host's loopback although it connects straight to
+/// `127.0.0.1` (NO_PROXY): the port appears on the sandbox's own loopback. Its key is passed
+/// in here (nothing to terminate: TLS goes end to end to the stub), so this is also the
+/// control of the scan for a native CLI started by a Node launcher.
+#[test]
+fn codex_reaches_a_listed_loopback_port() {
+    run_recipe(Case {
+        cli: CODEX,
+        api: Api::OpenAi,
+        section: "Codex",
+        name: "OPENAI_API_KEY",
+        doc_value: "sk-proj-...",
+        key: real_key("sk-proj-", 164),
+        header: "authorization",
+        header_prefix: "Bearer ",
+        source: Source::Own(CODEX_LOOPBACK),
+        tag: "loopback",
+        direct: true,
+        key_inside: true,
+        websocket: false,
+    });
+}
+
+const CODEX_LOOPBACK: &str = r#"OPENAI_API_KEY=sk-proj-... sandbox-run --profile adapter \
+  --pass-env OPENAI_API_KEY --allow-host 127.0.0.1:8787 --ca-certs gateway-ca.pem -- \
+  codex exec --sandbox danger-full-access \
+  -c features.plugins=false -c analytics.enabled=false \
+  -c model_provider=gateway \
+  -c 'model_providers.gateway={name="gateway",base_url="https://127.0.0.1:8787/v1",env_key="OPENAI_API_KEY"}' \
+  "$PROMPT"
+"#;
 
 /// Claude Code through the proxy (CONNECT to the listed port, terminated there) rather than
 /// straight to the port on the sandbox's loopback: the same checks as the recipe's.
