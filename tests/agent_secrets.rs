@@ -2,27 +2,33 @@
 //! kept outside the sandbox (`--secret`), against a TLS stub of their vendor's API on the
 //! host's 127.0.0.1 whose certificate a test CA signed (`--ca-certs`).
 //!
-//! Each test runs the recipe of docs/agents.md for one CLI (the block of its section for an
-//! endpoint on the host's loopback, port 8787) as a user would paste it into `sh`, with the
-//! stub's port, the test CA and a multi-line prompt put in. Checked:
+//! Each test runs a recipe of docs/agents.md for one CLI (the block of its section for an
+//! endpoint on the host's loopback, port 8787; for Codex also the block for api.openai.com,
+//! moved to the stub) as a user would paste it into `sh`, with the stub's port, the test CA
+//! and a multi-line prompt put in. Checked:
 //! - the stub receives the real key, and the prompt whole; the CLI prints the reply, which the
-//!   stub streams in two parts;
+//!   stub streams in two parts (server-sent events; WebSocket frames for Codex's built-in
+//!   provider);
 //! - the reply streams: the stub holds its second part until the first one is in the memory
 //!   of the CLI inside (nothing on the way buffers it);
 //! - meanwhile, at the end of the call, the real key is in no environment, command line or
 //!   readable memory (`/proc/PID/mem`) of any process of the sandbox (every process of its pid
-//!   namespace, and the launcher's stage 2 above it), while the placeholder the CLI holds
-//!   instead is found by the same scan (the scan works);
+//!   namespace, and the launcher's stage 2 above it), nor in a file of its home, /tmp,
+//!   /dev/shm or /var/tmp seen through `/proc/PID/root`; while the placeholder the CLI holds
+//!   instead is found by the same memory scan (the scan works);
 //! - after the run, the key is in no file of the kept home or the repo, nor in anything
 //!   sandbox-run or the CLI printed.
 //!
 //! The CLIs connect straight to `127.0.0.1` (NO_PROXY inside covers it): these runs also
-//! check that a listed host loopback port appears on the sandbox's own loopback.
+//! check that a listed host loopback port appears on the sandbox's own loopback; Claude Code
+//! runs once more through the proxy (CONNECT). The controls pass the key in (`--pass-env`),
+//! and the scan must find it: Claude Code, and Codex reaching a listed loopback port.
 //!
-//! Where sandbox-run has no `--secret`, the same recipe runs the CLI outside the sandbox (its
-//! `--env` settings applied, the test CA trusted as the sandbox would trust its bundle), which
-//! still checks the recipe's settings against the CLI's current version, and the sandbox part
-//! is skipped with one line. The CLIs are installed once per version (agent_support).
+//! Where sandbox-run lacks `--secret` or its TLS termination, the same recipe runs the CLI
+//! outside the sandbox (its `--env` settings applied, the test CA trusted as the sandbox would
+//! trust its bundle), which still checks the recipe's settings against the CLI's current
+//! version, and the sandbox part is skipped with one line. The CLIs are installed once per
+//! version (agent_support).
 
 mod agent_support;
 mod common;
@@ -110,6 +116,9 @@ struct Seen {
     bytes_read: u64,
     key_hits: Vec<String>,
     placeholder_hits: Vec<String>,
+    /// Whether the CLI's home was readable from outside (`/proc/PID/root`): the file scan
+    /// sees the sandbox's files.
+    files_seen: bool,
     /// Why the scan could not be made (not root, no processes found).
     not_scanned: Option<String>,
 }
@@ -149,6 +158,18 @@ fn scan_sandbox(root: i32, name: &str, key: &str) -> Seen {
         let s = scan_process(*p, key);
         seen.bytes_read += s.bytes_read;
         seen.key_hits.extend(s.hits);
+    }
+    // the files it could write, seen from inside while it runs: its home and the tmpfs
+    // directories (gone with the run)
+    let home = environ_value(cli.0, "HOME").unwrap_or_else(|| "/nonexistent".into());
+    seen.files_seen = std::fs::read_dir(format!("/proc/{}/root{home}", cli.0)).is_ok();
+    for dir in [home.as_str(), "/tmp", "/dev/shm", "/var/tmp"] {
+        let inside = PathBuf::from(format!("/proc/{}/root{dir}", cli.0));
+        seen.key_hits.extend(
+            files_with(&inside, key)
+                .into_iter()
+                .map(|f| format!("file {}", f.display())),
+        );
     }
     for (p, v) in &clis {
         let hits = scan_process(*p, v).hits;
@@ -415,6 +436,10 @@ fn run_recipe(case: Case) {
             );
         }
         assert!(seen.pids.len() >= 3, "{:?}", seen.pids);
+        assert!(
+            seen.files_seen,
+            "the sandbox's files were not readable from outside"
+        );
         eprintln!(
             "{}: scanned {:?}, {} MiB; first part streamed after {:?}",
             case.cli.bin,
