@@ -562,7 +562,7 @@ fn claude_code_through_the_proxy_with_its_key_outside() {
 
 /// The recipe, with NO_PROXY cleared by Claude Code's own settings.
 const THROUGH_THE_PROXY: &str = r#"ANTHROPIC_API_KEY=sk-ant-... sandbox-run --profile adapter \
-  --secret ANTHROPIC_API_KEY=127.0.0.1:8787 --allow-host 127.0.0.1:8787 \
+  --secret ANTHROPIC_API_KEY=127.0.0.1:8787 \
   --ca-certs gateway-ca.pem \
   --env ANTHROPIC_BASE_URL=https://127.0.0.1:8787 \
   --env CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 -- \
@@ -600,7 +600,7 @@ fn to_the_stub(block: &str) -> String {
     block
         .replace(
             "=api.openai.com",
-            "=127.0.0.1:8787 --allow-host 127.0.0.1:8787 --ca-certs gateway-ca.pem",
+            "=127.0.0.1:8787 --ca-certs gateway-ca.pem",
         )
         .replace(
             "\"$PROMPT\"",
