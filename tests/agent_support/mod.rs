@@ -53,6 +53,18 @@ pub fn skip_cli(why: &str) {
 /// The current version of `cli` on the registry npm is configured for, asked by npm itself;
 /// `None` when that registry is unreachable.
 fn current_version(cli: &Cli) -> Result<String, String> {
+    // asked once per package and test process
+    static ASKED: Mutex<Vec<(&str, Result<String, String>)>> = Mutex::new(Vec::new());
+    let mut asked = ASKED.lock().unwrap();
+    if let Some((_, r)) = asked.iter().find(|(p, _)| *p == cli.pkg) {
+        return r.clone();
+    }
+    let r = ask_version(cli);
+    asked.push((cli.pkg, r.clone()));
+    r
+}
+
+fn ask_version(cli: &Cli) -> Result<String, String> {
     let mut c = Command::new("npm");
     c.args([
         "view",
