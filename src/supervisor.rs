@@ -947,11 +947,15 @@ fn channel_records(
 /// The secrets' part of the report: every secret of the plan, with the proxy's counts.
 fn secret_log(
     plan: &Plan,
-    _proxy: Option<&crate::net::proxy::Proxy>,
+    proxy: Option<&crate::net::proxy::Proxy>,
 ) -> (
     Vec<crate::net::secret::SecretUse>,
     Vec<crate::net::secret::Misdirected>,
 ) {
+    if let Some(p) = proxy {
+        return p.secret_log();
+    }
+    // No proxy ran (the run failed before it): every secret, never injected.
     let uses = plan
         .secrets
         .iter()

@@ -415,8 +415,17 @@ fn secret_file_gives_the_value_under_the_env_file_rules() {
     }
 }
 
-const TEST_CA: &str =
-    "-----BEGIN CERTIFICATE-----\nMIIBsbxe2eSecretsTestExtraCA\n-----END CERTIFICATE-----\n";
+/// A real CA certificate (the proxy reads `--ca-certs` for its upstream checks and refuses a
+/// file without a usable one).
+static TEST_CA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "sandbox-run secrets test CA");
+    params.self_signed(&key).unwrap().pem()
+});
 
 /// The PEM certificate blocks of a text, whitespace removed.
 fn certs(text: &str) -> Vec<String> {
@@ -465,7 +474,7 @@ fn the_bundle_inside_holds_the_system_roots_and_the_extra_cas() {
     let f = Fixture::new("secret-bundle");
     let repo = f.repo("repo");
     let p = f.profile(&Spec::default());
-    let ca = f.write("extra-ca.pem", TEST_CA);
+    let ca = f.write("extra-ca.pem", &TEST_CA);
     std::fs::set_permissions(&ca, std::fs::Permissions::from_mode(0o644)).unwrap();
     let value = fresh_value();
     let opts = [
@@ -512,7 +521,7 @@ fn the_bundle_inside_holds_the_system_roots_and_the_extra_cas() {
         assert!(full.contains(c), "a system root is missing from the bundle");
         assert!(!extra.contains(c), "Node's file repeats a system root");
     }
-    let test_ca = &certs(TEST_CA)[0];
+    let test_ca = &certs(&TEST_CA)[0];
     assert!(full.contains(test_ca) && extra.contains(test_ca));
     // and one more: the run's CA
     assert_eq!(full.len(), system.len() + 2, "{extra:?}");

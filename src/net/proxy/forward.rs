@@ -145,29 +145,31 @@ fn forward_loop(listener: &TcpListener, lp: &LoopbackPort, shared: &Arc<Shared>)
                         v.push(u);
                     }
                 }
-                let counters = s.record(&lp.host, lp.port, true, &reason);
                 match carry {
-                    Carry::Inject => intercept(&s, id, client, upstream, counters),
-                    Carry::Relay => super::relay::hand_off(&s, id, client, upstream, counters),
+                    // Terminated, injected and logged like the proxy's own connections.
+                    Carry::Inject => {
+                        super::intercept::intercepted(
+                            &s,
+                            &client,
+                            &upstream,
+                            &lp.host,
+                            lp.port,
+                            Vec::new(),
+                        );
+                        let _ = client.shutdown(std::net::Shutdown::Both);
+                        let _ = upstream.shutdown(std::net::Shutdown::Both);
+                        s.finish(id);
+                    }
+                    Carry::Relay => {
+                        let counters = s.record(&lp.host, lp.port, true, &reason);
+                        super::relay::hand_off(&s, id, client, upstream, counters)
+                    }
                 }
             });
         if spawned.is_err() {
             shared.active.fetch_sub(1, Ordering::SeqCst);
         }
     }
-}
-
-/// A connection to a loopback port with a secret listed for it: the TLS helper's
-/// `intercept` takes it (terminates TLS, injects the secret, checks the upstream's
-/// certificate). Until that is wired here, it is relayed as it is, like any other.
-fn intercept(
-    shared: &Arc<Shared>,
-    id: u64,
-    client: TcpStream,
-    upstream: TcpStream,
-    counters: Arc<super::Counters>,
-) {
-    super::relay::hand_off(shared, id, client, upstream, counters);
 }
 
 /// The host's side of a loopback port: the same address and port; for `localhost`, the

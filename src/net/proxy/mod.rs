@@ -17,23 +17,34 @@
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
 //! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all.
 //!
+//! A tunnel to a host a secret is listed for is no tunnel: the proxy terminates its TLS and
+//! checks and injects each request ([`terminate`]); nothing else is ever decrypted. Plain
+//! HTTP carrying a placeholder is refused unless it goes to a loopback address listed for
+//! that secret ([`secrets`]).
+//!
 //! A refusal is an HTTP 403 whose body names the rule and the fix (a TLS alert when the
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
 
 mod decide;
 mod forward;
+mod intercept;
 mod relay;
 mod request;
+mod secrets;
+mod terminate;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tls;
 
 pub use decide::{decide, Denial};
 pub use forward::{check_loopback_ports, loopback_ports, LoopbackPort};
+pub use intercept::Interceptor;
 pub use request::{parse_request, Request};
 
 use super::allow::{host_networks, AllowList, Host, HostNet};
-use super::secret::Secrets;
+use super::secret::{Misdirected, SecretUse, Secrets};
 use super::sni::{self, Hello};
 use decide::{io_text, system_resolve};
 use relay::{hand_off, Relay};
@@ -64,6 +75,9 @@ const MAX_ACTIVE: usize = 100;
 const MAX_LOG: usize = 1024;
 const OVERFLOW: &str = "(more hosts than the log keeps)";
 const STACK: usize = 128 * 1024;
+/// The stack of a connection thread in a run with secrets: TLS handshakes and certificate
+/// checks need more than a tunnel (only the pages touched are resident).
+const TLS_STACK: usize = 512 * 1024;
 const BUF: usize = 64 * 1024;
 
 /// What the proxy enforces.
@@ -123,6 +137,12 @@ struct Shared {
     ids: AtomicU64,
     /// The listeners of the loopback ports ([`Proxy::forward`]) and their accept threads.
     forwards: Mutex<Vec<(TcpListener, std::thread::JoinHandle<()>)>>,
+    /// The CA and TLS configurations of a run with secrets; `None` without.
+    tls: Option<terminate::Tls>,
+    /// Placeholders replaced, per secret (by index).
+    injections: Vec<AtomicU64>,
+    /// Placeholders refused, per secret name, host and port (bounded by [`MAX_LOG`]).
+    misdirected: Mutex<BTreeMap<(String, String, u16), u64>>,
 }
 
 /// A running proxy; [`Proxy::stop`] ends it and returns the connection log.
@@ -130,8 +150,6 @@ pub struct Proxy {
     shared: Arc<Shared>,
     listener: TcpListener,
     accept: Option<std::thread::JoinHandle<()>>,
-    /// The run's CA, made when the run has secrets.
-    ca: Option<Arc<super::tls::ca::RunCa>>,
 }
 
 impl Proxy {
@@ -149,12 +167,20 @@ impl Proxy {
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 1);
         }
-        let ca = match config.secrets.is_empty() {
-            true => None,
-            false => Some(Arc::new(
-                super::tls::ca::RunCa::new().map_err(std::io::Error::other)?,
-            )),
+        // Only a run with secrets makes a CA and reads the roots: the others start as fast as
+        // before. The supervisor starts the proxy after forking the sandbox's processes, so
+        // the CA's key is in no memory but its own.
+        let tls = if config.secrets.is_empty() {
+            None
+        } else {
+            Some(terminate::Tls::new(&config.extra_roots).map_err(std::io::Error::other)?)
         };
+        let injections = config
+            .secrets
+            .list
+            .iter()
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let shared = Arc::new(Shared {
             config,
             stop: AtomicBool::new(false),
@@ -166,6 +192,9 @@ impl Proxy {
             nets,
             ids: AtomicU64::new(0),
             forwards: Mutex::new(Vec::new()),
+            tls,
+            injections,
+            misdirected: Mutex::new(BTreeMap::new()),
         });
         let l = listener.try_clone()?;
         let s = shared.clone();
@@ -177,13 +206,7 @@ impl Proxy {
             shared,
             listener,
             accept: Some(accept),
-            ca,
         })
-    }
-
-    /// The run's CA certificate (PEM), when the run has secrets: for the sandbox's bundle.
-    pub fn ca_pem(&self) -> Option<String> {
-        self.ca.as_ref().map(|c| c.pem().to_string())
     }
 
     /// Stop accepting, cut every open connection, and return the log.
@@ -214,6 +237,45 @@ impl Proxy {
             r.quit();
         }
         self.log()
+    }
+
+    /// The run's CA certificate (PEM) for the sandbox's trust bundle; `None` without secrets.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.shared.tls.as_ref().map(|t| t.ca.pem().to_string())
+    }
+
+    /// Every secret with the placeholders replaced by its value so far, and the refused
+    /// placeholders (names and hosts, never values).
+    pub fn secret_log(&self) -> (Vec<SecretUse>, Vec<Misdirected>) {
+        let uses = self
+            .shared
+            .config
+            .secrets
+            .list
+            .iter()
+            .zip(&self.shared.injections)
+            .map(|(s, n)| SecretUse {
+                name: s.name.clone(),
+                hosts: s.host_text.clone(),
+                injections: n.load(Ordering::Relaxed),
+            })
+            .collect();
+        let mis = lock(&self.shared.misdirected)
+            .iter()
+            .map(|((secret, host, port), count)| Misdirected {
+                secret: secret.clone(),
+                host: host.clone(),
+                port: *port,
+                count: *count,
+            })
+            .collect();
+        (uses, mis)
+    }
+
+    /// A handle for connections that reach a host without going through the proxy (the
+    /// sandbox's loopback listeners): see [`Interceptor::intercept`].
+    pub fn interceptor(&self) -> Interceptor {
+        Interceptor(self.shared.clone())
     }
 
     /// The connection log so far.
@@ -264,8 +326,13 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let id = shared.next_id();
         shared.active.fetch_add(1, Ordering::SeqCst);
         let s = shared.clone();
+        let stack = if shared.tls.is_some() {
+            TLS_STACK
+        } else {
+            STACK
+        };
         let spawned = std::thread::Builder::new()
-            .stack_size(STACK)
+            .stack_size(stack)
             .spawn(move || {
                 if let Ok(c) = stream.try_clone() {
                     lock(&s.live).insert(id, vec![c]);
@@ -391,6 +458,16 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
             return None;
         }
     };
+    let mut forward = req.forward.clone();
+    if let Some(head) = forward.as_mut() {
+        match secrets::plain_secrets(shared, host, port, head) {
+            Ok(()) => {}
+            Err(body) => {
+                let _ = respond(client, "403 Forbidden", &body);
+                return None;
+            }
+        }
+    }
     let upstream = match connect(&addrs) {
         Ok(u) => u,
         Err(e) => {
@@ -412,7 +489,7 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
         }
     }
     let mut pending = buf.split_off(req.head_len);
-    match &req.forward {
+    match &forward {
         None => {
             if (&*client)
                 .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -424,6 +501,21 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
                 shared.deny(what, host, port, &d);
                 // A fatal TLS alert, access_denied: the client is past HTTP already.
                 let _ = (&*client).write_all(&[0x15, 3, 3, 0, 2, 2, 49]);
+                return None;
+            }
+            if shared.tls.is_some() && cfg.secrets.injects(host, port) {
+                let _ = client.set_read_timeout(None);
+                let counters = shared.record(host, port, true, &format!("allow-list: {rule}"));
+                terminate::Session::run(
+                    shared,
+                    client,
+                    &upstream,
+                    host,
+                    port,
+                    &pending,
+                    terminate::Mode::Tls,
+                    counters,
+                );
                 return None;
             }
         }

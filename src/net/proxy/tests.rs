@@ -4,7 +4,9 @@ use super::*;
 
 /// An upstream on the host's loopback that records what it receives; `greeting` is sent
 /// first (a server-first protocol) when given.
-fn upstream(greeting: Option<&'static [u8]>) -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
+pub(super) fn upstream(
+    greeting: Option<&'static [u8]>,
+) -> (u16, std::sync::mpsc::Receiver<Vec<u8>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -45,7 +47,7 @@ fn proxy_for(port: u16) -> (Proxy, u16) {
     (Proxy::start(l, config).unwrap(), p)
 }
 
-fn read_some(s: &mut TcpStream) -> Vec<u8> {
+pub(super) fn read_some(s: &mut TcpStream) -> Vec<u8> {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut out = Vec::new();
     let mut b = [0u8; 4096];
@@ -303,6 +305,9 @@ fn the_log_is_bounded() {
         nets: Vec::new(),
         ids: AtomicU64::new(0),
         forwards: Mutex::new(Vec::new()),
+        tls: None,
+        injections: Vec::new(),
+        misdirected: Mutex::new(BTreeMap::new()),
     };
     let d = Denial {
         reason: "not on the allow-list".into(),
