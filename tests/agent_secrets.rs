@@ -24,7 +24,7 @@
 //! runs once more through the proxy (CONNECT). The controls pass the key in (`--pass-env`),
 //! and the scan must find it: Claude Code, and Codex reaching a listed loopback port.
 //!
-//! Where sandbox-run lacks `--secret` or its TLS termination, the same recipe runs the CLI
+//! Where sandbox-run lacks `--secret` or the loopback ports, the same recipe runs the CLI
 //! outside the sandbox (its `--env` settings applied, the test CA trusted as the sandbox would
 //! trust its bundle), which still checks the recipe's settings against the CLI's current
 //! version, and the sandbox part is skipped with one line. The CLIs are installed once per
@@ -66,23 +66,16 @@ export HOME IS_SANDBOX=1
 exec "$@"
 "#;
 
-/// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, the TLS
-/// termination that injects it, or (for a CLI that connects straight to `127.0.0.1`) listed
-/// loopback ports on the sandbox's loopback.
+/// What this sandbox-run lacks for a recipe, from `run --help`: `--secret`, or (for a CLI
+/// that connects straight to `127.0.0.1`) listed loopback ports on the sandbox's loopback.
 fn missing(secret: bool, direct: bool) -> Option<&'static str> {
     let o = Command::new(BIN).args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    // (the termination has no option of its own: its source file says whether it is built)
-    let terminates = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/net/proxy/terminate.rs")
-        .exists();
     if secret && !help.contains("--secret") {
         Some("sandbox-run has no --secret")
-    } else if secret && !terminates {
-        Some("sandbox-run does not terminate TLS to inject secrets")
     } else if direct && !help.contains("sandbox's own loopback") {
         Some("sandbox-run does not put listed loopback ports on the sandbox's own loopback")
     } else {
