@@ -17,7 +17,8 @@
 //!   /dev/shm or /var/tmp seen through `/proc/PID/root`; while the placeholder the CLI holds
 //!   instead is found by the same memory scan (the scan works);
 //! - after the run, the key is in no file of the kept home or the repo, nor in anything
-//!   sandbox-run or the CLI printed.
+//!   sandbox-run or the CLI printed; the report names the secret, its host and the
+//!   placeholders replaced, never the value.
 //!
 //! The CLIs connect straight to `127.0.0.1` (NO_PROXY inside covers it): these runs also
 //! check that a listed host loopback port appears on the sandbox's own loopback; Claude Code
@@ -45,6 +46,12 @@ use std::time::{Duration, Instant};
 
 /// The prompt: several lines, a tab, backticks, `$(`, `|` and `&&`.
 const PROMPT: &str = "Answer in one line.\n\tThe text may hold `backticks`, $(not run) | and && too.\nmarker PROMPT-MULTI-5e3d";
+
+/// What the recipe's `sandbox-run` is: the binary, with a report for the test.
+const INSIDE: &str = r#"#!/bin/sh
+if [ "$1" = home ]; then exec "$SBX_BIN" "$@"; fi
+exec "$SBX_BIN" --report "$SBX_REPORT" "$@"
+"#;
 
 /// What the recipe's `sandbox-run` is, when sandbox-run has no `--secret` yet: the CLI run
 /// outside, with the recipe's `--env` settings, in the kept home of the profile.
@@ -243,12 +250,9 @@ fn run_recipe(case: Case) {
     // the recipe's `sandbox-run`: the binary, or the CLI run outside
     let wrap = f.path("bin");
     std::fs::create_dir_all(&wrap).unwrap();
-    if sandboxed {
-        std::os::unix::fs::symlink(BIN, wrap.join("sandbox-run")).unwrap();
-    } else {
-        let w = f.write("bin/sandbox-run", OUTSIDE);
-        std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let w = f.write("bin/sandbox-run", if sandboxed { INSIDE } else { OUTSIDE });
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report = f.path("report.json");
     let mut c = Command::new("sh");
     c.args(["-ec", &script])
         .current_dir(&repo)
@@ -263,6 +267,7 @@ fn run_recipe(case: Case) {
         )
         .env("PROMPT", PROMPT)
         .env("SBX_BIN", BIN)
+        .env("SBX_REPORT", &report)
         .env("XDG_STATE_HOME", f.path("state"))
         .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
         .env_remove("SANDBOX_RUN_PROFILE_PATH")
@@ -441,9 +446,31 @@ fn run_recipe(case: Case) {
             seen.first_part_after.unwrap()
         );
     }
+    // the report: the secret by name, its host, the placeholders replaced; never the value
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(!text.contains(&key), "the report shows the key");
+    let rep: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let secrets = rep["sandbox"]["secrets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if case.key_inside {
+        assert!(secrets.is_empty(), "{secrets:?}");
         return;
     }
+    let e = secrets
+        .iter()
+        .find(|e| e["name"] == case.name)
+        .unwrap_or_else(|| panic!("no secrets entry for {}: {secrets:?}", case.name));
+    assert!(
+        e["injections"].as_u64().unwrap_or(0) >= 1,
+        "no injection counted: {e}"
+    );
+    assert_eq!(
+        e["hosts"],
+        serde_json::json!([format!("127.0.0.1:{}", stub.port)]),
+        "{e}"
+    );
     // nothing the sandbox could write holds the key: the kept home, the repo
     let mut h = Command::new(BIN);
     h.args(["home", "adapter"])
