@@ -242,10 +242,11 @@ fn run_recipe(case: Case) {
         "the recipe of {} sets no {doc_assign:?}:\n{block}",
         case.section
     );
+    // (the key last: its digits are not a port)
     let script = block
-        .replace(&doc_assign, &format!("{}={key} ", case.name))
         .replace("8787", &stub.port.to_string())
-        .replace("gateway-ca.pem", &ca.pem.display().to_string());
+        .replace("gateway-ca.pem", &ca.pem.display().to_string())
+        .replace(&doc_assign, &format!("{}={key} ", case.name));
 
     // the recipe's `sandbox-run`: the binary, or the CLI run outside
     let wrap = f.path("bin");
