@@ -6,15 +6,22 @@
 
 HELPER is scripts/bench.d/net.c compiled; SANDBOX-RUN-COMMAND the runner's prefix up to, not
 including, its `--`. Servers on the host's 127.0.0.1, each allowed by its literal:
-`openssl s_server -www` (a throw-away EC certificate), the helper's bulk server, its HTTPS
-server (the same certificate) and its plain splice forwarder to the bulk server (the floor of
-any relay). Then, the runs of each measure interleaved (host, sandbox, host, ...) so that
-drift of the machine's load hits both alike:
+`openssl s_server -www` (an EC certificate for IP 127.0.0.1 signed by a throw-away test CA),
+the helper's bulk server, its HTTPS server (the same certificate) and its plain splice
+forwarder to the bulk server (the floor of any relay). Then, the runs of each measure
+interleaved (host, sandbox, host, ...) so that drift of the machine's load hits both alike.
+"Injecting": the sandbox run has `--secret BENCH_API_KEY=<both TLS servers> --ca-certs <the
+test CA>` instead of the allow-list (the caller's BENCH_API_KEY a random 40-character value),
+so the proxy terminates TLS, verifies the server and replaces the placeholder the helper
+sends in `x-api-key` in every request; each injecting run's --report must count one
+replacement per request, or the script fails.
   conn  ROUNDS x (CONN_N sequential TLS connections: connect, CONNECT through the proxy in
         the sandbox, handshake, GET, EOF), timed inside the helper: the median per round;
+        direct, through the proxy (a plain tunnel), through an injecting connection;
   bulk  BULK_ROUNDS x one stream of BULK_MIB MiB, timed inside the helper: direct, through the
         C forwarder, through the proxy;
-  tls   BULK_ROUNDS x one HTTPS download of BULK_MIB MiB: direct, through the proxy.
+  tls   BULK_ROUNDS x one HTTPS download of BULK_MIB MiB: direct, through the proxy (a
+        plain tunnel), through an injecting connection.
         Each stream also records the CPU seconds of the client, the server and the relay (the
         forwarder's own figure; for the proxy, the sandbox-run run's CPU from rusage, less the
         client's and less that of a run moving one byte);
@@ -122,21 +129,19 @@ def make_certs(work):
     return f("net-ca.pem"), f("net-cert.pem"), f("net-key.pem")
 
 
-def check_injected(inject, argv, work, what):
-    """One run with --report: the proxy must have replaced the placeholder (a figure for a
-    connection that was not terminated would prove nothing)."""
-    path = os.path.join(work, "net-inject-check.json")
-    if os.path.exists(path):
-        os.unlink(path)
-    i = inject.index("--")
-    run(inject[:i] + ["--report", path] + inject[i:] + argv, what)
+def injected(path, want, what):
+    """The placeholders the proxy replaced in the run whose --report is PATH: every request of
+    an injecting run carries one, so WANT of them (a figure for a connection that was not
+    terminated would prove nothing)."""
     try:
         secrets = json.load(open(path))["sandbox"].get("secrets") or []
     except (OSError, ValueError, KeyError) as e:
         die(f"{what}: no report ({e})")
     n = sum(x.get("injections", 0) for x in secrets if x.get("name") == "BENCH_API_KEY")
-    if n <= 0:
-        die(f"{what}: the proxy replaced no placeholder (report: secrets = {json.dumps(secrets)})")
+    if n != want:
+        die(f"{what}: the proxy replaced {n} placeholder(s), not {want} (report: secrets = "
+            f"{json.dumps(secrets)})")
+    os.unlink(path)
     return n
 
 
@@ -192,17 +197,12 @@ def main():
                         "--pass-env", "BENCH_API_KEY", "--"]
         # The same servers through an injecting connection: the proxy terminates TLS with its
         # per-run CA, verifies the servers against the test CA and replaces the placeholder.
+        report = os.path.join(work, "net-inject-report.json")
         inject = sbx + ["--net", "filtered", "--secret",
                         f"BENCH_API_KEY=127.0.0.1:{tls_port},127.0.0.1:{https_port}",
-                        "--ca-certs", ca, "--"]
+                        "--ca-certs", ca, "--report", report, "--"]
         res = {"conn_n": conn_n, "rounds": rounds, "bulk_mib": bulk_mib,
                "bulk_rounds": bulk_rounds, "hold_n": hold_n}
-
-        res["injections_checked"] = [
-            check_injected(inject, [helper, "conn", "1", "127.0.0.1", str(tls_port), PROXY_PORT],
-                           work, "one TLS connection through an injecting connection"),
-            check_injected(inject, [helper, "tls-bulk", "1", "/1", "127.0.0.1", str(https_port),
-                                    PROXY_PORT], work, "one HTTPS download, injecting")]
 
         host_c, proxy_c, inject_c = [], [], []
         for _ in range(rounds):
@@ -212,6 +212,7 @@ def main():
                                          PROXY_PORT], "TLS connections through the proxy"))
             inject_c.append(run(inject + [helper, "conn", str(conn_n), "127.0.0.1", str(tls_port),
                                           PROXY_PORT], "TLS connections through an injecting connection"))
+            injected(report, conn_n, "TLS connections through an injecting connection")
         res["conn"] = {"host": host_c, "proxy": proxy_c, "inject": inject_c}
 
         nbytes = str(bulk_mib * 1024 * 1024)
@@ -271,8 +272,10 @@ def main():
             proxy_t.append(d)
             base = base_of(tls_argv("1", https_port) + [PROXY_PORT], https_file,
                            "one byte of HTTPS through an injecting connection", inject)
+            injected(report, 1, "one byte of HTTPS through an injecting connection")
             d = through_proxy(tls_argv(nbytes, https_port) + [PROXY_PORT],
                               "the HTTPS download through an injecting connection", base, inject)
+            injected(report, 1, "the HTTPS download through an injecting connection")
             d["server_cpu_s"] = server_cpu(https_file, "the HTTPS server")
             inject_t.append(d)
         res["bulk"] = {"host": host_b, "fwd": fwd_b, "proxy": proxy_b}
