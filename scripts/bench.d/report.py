@@ -312,8 +312,8 @@ def main():
         p("### Network: the `--net filtered` proxy (issue 12)")
         p("")
         p("Servers on the host's 127.0.0.1, each allowed by its literal (`--allow-host 127.0.0.1:PORT`): "
-          "`openssl s_server -www` (EC P-256 certificate), a bulk TCP server, an HTTPS server "
-          "(the same certificate, 16 KiB TLS records) and a plain C forwarder to the bulk server "
+          "`openssl s_server -www` (EC P-256 certificate for IP 127.0.0.1, signed by a test CA), "
+          "a bulk TCP server, an HTTPS server (the same certificate, 16 KiB TLS records) and a plain C forwarder to the bulk server "
           "(splice through a 1 MiB pipe per direction, a thread per direction: the floor of any "
           "relay), all in scripts/bench.d/net.c. The client (the same helper) runs on the host, "
           "connecting directly, or inside the sandbox through the proxy (HTTP CONNECT on the "
