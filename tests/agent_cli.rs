@@ -1,16 +1,19 @@
 //! Issue 13, acceptance "Agent CLI round trip": a real agent CLI from the npm registry (Claude
-//! Code, pinned) runs under the `adapter` profile against a stub of its API on the host's
-//! 127.0.0.1, reached through the allow-list proxy (`--allow-host 127.0.0.1:PORT`), and does
-//! one turn that writes a file in the repo. Checked: the multi-line prompt with backticks
-//! arrives whole (`[gate] free_text`), the key passed with `--pass-env` arrives and is in no
-//! `/proc/*/cmdline` while the CLI runs, the file is in the repo after the run (the copy-back
-//! of the read-write repo), and a second run with `--home persist` resumes the first run's
-//! session from the CLI's own files in the kept home (and a `--home tmp` run does not).
+//! Code, its current version) runs under the `adapter` profile against a stub of its API on
+//! the host's 127.0.0.1, reached through the allow-list proxy (`--allow-host 127.0.0.1:PORT`),
+//! and does one turn that writes a file in the repo. Checked: the multi-line prompt with
+//! backticks arrives whole (`[gate] free_text`), the key passed with `--pass-env` arrives and is
+//! in no `/proc/*/cmdline` while the CLI runs, the file is in the repo after the run (the
+//! copy-back of the read-write repo), and a second run with `--home persist` resumes the first
+//! run's session from the CLI's own files in the kept home (and a `--home tmp` run does not).
 //!
-//! The CLI is installed once with `npm install --prefix` into `target/.../tmp/agent-cli/`,
-//! from whatever registry npm is configured for; when that registry is unreachable the test
-//! is skipped with one line. docs/agents.md shows the same command lines.
+//! The CLI, its current version, is installed once with `npm install --prefix` into
+//! `target/.../tmp/agent-cli/` (agent_support), from whatever registry npm is configured for;
+//! when that registry is unreachable the test is skipped with one line. The key here comes in
+//! by `--pass-env` over plain HTTP: tests/agent_secrets.rs runs docs/agents.md's recipes, with
+//! the key kept outside.
 
+mod agent_support;
 mod common;
 
 use common::*;
@@ -22,8 +25,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const CLAUDE_PKG: &str = "@anthropic-ai/claude-code";
-const CLAUDE_VERSION: &str = "2.1.330";
 /// The key the test passes: a value that appears nowhere else.
 const KEY: &str = "sk-ant-sbx-e2e-roundtrip-5d1f0c9a";
 /// The first prompt: several lines, a tab, backticks, `$(`, `|` and `&&` (argv, one word).
@@ -256,67 +257,14 @@ fn respond_json(w: &mut TcpStream, v: &Value) -> std::io::Result<()> {
     )
 }
 
-/// The `node_modules/.bin` of the pinned Claude Code, installed once (outside any sandbox)
-/// with npm from its configured registry into the target directory; `None` and one skip
-/// line when that registry is unreachable. A failed install with a reachable registry fails.
+/// The `node_modules/.bin` of the current Claude Code (agent_support: installed once per
+/// version; a skip line when npm's registry is unreachable and no install is kept), or the
+/// directory `SANDBOX_RUN_TEST_CLAUDE` names.
 fn claude_bin() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("SANDBOX_RUN_TEST_CLAUDE") {
         return Some(PathBuf::from(d));
     }
-    let name = format!("claude-code-{CLAUDE_VERSION}");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("agent-cli")
-        .join(&name);
-    let bin = dir.join("node_modules/.bin");
-    if bin.join("claude").exists() {
-        return Some(bin);
-    }
-    if which("npm").is_none() {
-        skip_tool("npm is not installed: no agent CLI to run");
-        return None;
-    }
-    // the registry npm is configured for, asked by npm itself
-    let mut ping = Command::new("npm");
-    ping.args([
-        "ping",
-        "--fetch-retries=1",
-        "--fetch-retry-mintimeout=1000",
-        "--fetch-retry-maxtimeout=5000",
-    ]);
-    let r = run_command(ping, Duration::from_secs(120));
-    if r.code != Some(0) {
-        skip_tool(&format!(
-            "npm's registry is unreachable (npm ping: {}): Claude Code cannot be installed",
-            r.all()
-                .lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or("no error line")
-                .trim()
-        ));
-        return None;
-    }
-    // install into a fresh directory, then move it in place: never half an install
-    let tmp = dir.with_file_name(format!("{name}.{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut c = Command::new("npm");
-    c.args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&tmp)
-        .arg(format!("{CLAUDE_PKG}@{CLAUDE_VERSION}"))
-        .env("npm_config_cache", tmp.with_extension("cache"));
-    let r = run_command(c, Duration::from_secs(600));
-    assert_eq!(r.code, Some(0), "npm install {CLAUDE_PKG}: {r}");
-    let _ = std::fs::remove_dir_all(tmp.with_extension("cache"));
-    if std::fs::rename(&tmp, &dir).is_err() {
-        // another run put it there first
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    assert!(
-        bin.join("claude").exists(),
-        "no claude in {}",
-        bin.display()
-    );
-    Some(bin)
+    agent_support::install(&agent_support::CLAUDE)
 }
 
 #[test]

@@ -4,6 +4,9 @@
  *   net conn N HOST PORT [PROXY_PORT]     N sequential TLS connections (TCP connect, CONNECT
  *                                         when PROXY_PORT is given, TLS handshake, GET, read
  *                                         to EOF); prints conn_us=MEDIAN p10_us= p90_us=
+ *                                         (conn and tls-bulk send a Host header, and
+ *                                         "x-api-key: VALUE" when BENCH_API_KEY is set:
+ *                                         inside, the placeholder of a --secret)
  *   net bulk BYTES HOST PORT [PROXY_PORT] one TCP stream of BYTES from the bulk server (through
  *                                         a CONNECT tunnel when PROXY_PORT is given); prints
  *                                         bytes= seconds= mib_s= cpu_s=
@@ -116,6 +119,17 @@ static int open_to(const char *host, int port, int proxy) {
   return fd;
 }
 
+/* The head of a GET: a Host header, and when BENCH_API_KEY is set a header "x-api-key: <its
+ * value>" (inside a sandbox run with --secret BENCH_API_KEY=..., the placeholder, which the
+ * proxy replaces: every request is then an injected one). */
+static int request(char *out, size_t cap, const char *path, const char *host, int port) {
+  const char *key = getenv("BENCH_API_KEY");
+  int n = snprintf(out, cap, "GET %s HTTP/1.0\r\nHost: %s:%d\r\n%s%s%s\r\n", path, host, port,
+                   key ? "x-api-key: " : "", key ? key : "", key ? "\r\n" : "");
+  if (n < 0 || (size_t)n >= cap) { errno = 0; die("request head too long"); }
+  return n;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -129,15 +143,15 @@ static int conn(int n, const char *host, int port, int proxy) {
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   double *t = calloc((size_t)n, sizeof *t);
   if (!t) die("calloc");
-  char buf[4096];
+  char buf[4096], get[1024];
+  int gl = request(get, sizeof get, "/", host, port);
   for (int i = 0; i < n; i++) {
     double t0 = now();
     int fd = open_to(host, port, proxy);
     SSL *s = SSL_new(ctx);
     SSL_set_fd(s, fd);
     if (SSL_connect(s) != 1) { errno = 0; ERR_print_errors_fp(stderr); die("TLS handshake"); }
-    const char *get = "GET / HTTP/1.0\r\n\r\n";
-    if (SSL_write(s, get, (int)strlen(get)) <= 0) { errno = 0; die("SSL_write"); }
+    if (SSL_write(s, get, gl) <= 0) { errno = 0; die("SSL_write"); }
     size_t got = 0;
     int r;
     while ((r = SSL_read(s, buf, sizeof buf)) > 0) got += (size_t)r;
@@ -182,8 +196,8 @@ static int tls_bulk(long long bytes, const char *path, const char *host, int por
   SSL *s = SSL_new(ctx);
   SSL_set_fd(s, fd);
   if (SSL_connect(s) != 1) { errno = 0; ERR_print_errors_fp(stderr); die("TLS handshake"); }
-  char get[512];
-  int n = snprintf(get, sizeof get, "GET %s HTTP/1.0\r\n\r\n", path);
+  char get[1024];
+  int n = request(get, sizeof get, path, host, port);
   if (SSL_write(s, get, n) <= 0) { errno = 0; die("SSL_write"); }
   long long got = 0;
   int r;

@@ -6,15 +6,22 @@
 
 HELPER is scripts/bench.d/net.c compiled; SANDBOX-RUN-COMMAND the runner's prefix up to, not
 including, its `--`. Servers on the host's 127.0.0.1, each allowed by its literal:
-`openssl s_server -www` (a throw-away EC certificate), the helper's bulk server, its HTTPS
-server (the same certificate) and its plain splice forwarder to the bulk server (the floor of
-any relay). Then, the runs of each measure interleaved (host, sandbox, host, ...) so that
-drift of the machine's load hits both alike:
+`openssl s_server -www` (an EC certificate for IP 127.0.0.1 signed by a throw-away test CA),
+the helper's bulk server, its HTTPS server (the same certificate) and its plain splice
+forwarder to the bulk server (the floor of any relay). Then, the runs of each measure
+interleaved (host, sandbox, host, ...) so that drift of the machine's load hits both alike.
+"Injecting": the sandbox run has `--secret BENCH_API_KEY=<both TLS servers> --ca-certs <the
+test CA>` instead of the allow-list (the caller's BENCH_API_KEY a random 40-character value),
+so the proxy terminates TLS, verifies the server and replaces the placeholder the helper
+sends in `x-api-key` in every request; each injecting run's --report must count one
+replacement per request, or the script fails.
   conn  ROUNDS x (CONN_N sequential TLS connections: connect, CONNECT through the proxy in
         the sandbox, handshake, GET, EOF), timed inside the helper: the median per round;
+        direct, through the proxy (a plain tunnel), through an injecting connection;
   bulk  BULK_ROUNDS x one stream of BULK_MIB MiB, timed inside the helper: direct, through the
         C forwarder, through the proxy;
-  tls   BULK_ROUNDS x one HTTPS download of BULK_MIB MiB: direct, through the proxy.
+  tls   BULK_ROUNDS x one HTTPS download of BULK_MIB MiB: direct, through the proxy (a
+        plain tunnel), through an injecting connection.
         Each stream also records the CPU seconds of the client, the server and the relay (the
         forwarder's own figure; for the proxy, the sandbox-run run's CPU from rusage, less the
         client's and less that of a run moving one byte);
@@ -25,9 +32,11 @@ when a run fails.
 """
 import json
 import os
+import random
 import resource
 import socket
 import statistics
+import string
 import subprocess
 import sys
 import time
@@ -94,6 +103,48 @@ def cpu_lines(path, seen, what):
     die(f"{what}: no CPU figure in {path}")
 
 
+def openssl(argv, what):
+    r = subprocess.run(["openssl"] + argv, stdin=subprocess.DEVNULL, capture_output=True)
+    if r.returncode != 0:
+        die(f"openssl {what} failed: " + r.stderr.decode(errors="replace").strip()[-200:])
+
+
+def make_certs(work):
+    """A test CA and a leaf for 127.0.0.1 (subjectAltName IP:127.0.0.1) signed by it, both EC
+    P-256: the servers' certificate, which an injecting run's proxy verifies (--ca-certs CA)."""
+    f = lambda n: os.path.join(work, n)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl(["req", "-x509"] + ec + ["-days", "2", "-subj", "/CN=sandbox-run bench test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-keyout", f("net-ca-key.pem"), "-out", f("net-ca.pem")], "req (the test CA)")
+    openssl(["req", "-new"] + ec + ["-subj", "/CN=127.0.0.1", "-keyout", f("net-key.pem"),
+             "-out", f("net-leaf.csr")], "req (the leaf)")
+    with open(f("net-leaf.ext"), "w") as e:
+        e.write("basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n")
+    openssl(["x509", "-req", "-in", f("net-leaf.csr"), "-CA", f("net-ca.pem"), "-CAkey",
+             f("net-ca-key.pem"), "-CAcreateserial", "-days", "1", "-extfile", f("net-leaf.ext"),
+             "-out", f("net-cert.pem")], "x509 (signing the leaf)")
+    return f("net-ca.pem"), f("net-cert.pem"), f("net-key.pem")
+
+
+def injected(path, want, what):
+    """The placeholders the proxy replaced in the run whose --report is PATH: every request of
+    an injecting run carries one, so WANT of them (a figure for a connection that was not
+    terminated would prove nothing)."""
+    try:
+        secrets = json.load(open(path))["sandbox"].get("secrets") or []
+    except (OSError, ValueError, KeyError) as e:
+        die(f"{what}: no report ({e})")
+    n = sum(x.get("injections", 0) for x in secrets if x.get("name") == "BENCH_API_KEY")
+    if n != want:
+        die(f"{what}: the proxy replaced {n} placeholder(s), not {want} (report: secrets = "
+            f"{json.dumps(secrets)})")
+    os.unlink(path)
+    return n
+
+
 def port_of(path, proc, what):
     for _ in range(500):
         if os.path.exists(path) and open(path).read().strip():
@@ -112,12 +163,11 @@ def main():
     sbx = a[11:]
     here = os.path.dirname(os.path.abspath(__file__))
 
-    key, cert = os.path.join(work, "net-key.pem"), os.path.join(work, "net-cert.pem")
-    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-                        "/CN=127.0.0.1", "-keyout", key, "-out", cert], capture_output=True)
-    if r.returncode != 0:
-        die("openssl req failed: " + r.stderr.decode(errors="replace").strip()[-200:])
+    ca, cert, key = make_certs(work)
+    # The caller's value of the secret: never inside; the helper inside sends the placeholder.
+    secret = "sk-bench-" + "".join(
+        random.SystemRandom().choice(string.ascii_letters + string.digits) for _ in range(31))
+    os.environ["BENCH_API_KEY"] = secret
     tls_port = free_port()
     tls = subprocess.Popen(["openssl", "s_server", "-www", "-quiet", "-accept",
                             f"127.0.0.1:{tls_port}", "-cert", cert, "-key", key],
@@ -143,17 +193,27 @@ def main():
         fwd_port = port_of(fwd_file, fwd, "the C forwarder")
         inside = sbx + ["--net", "filtered", "--allow-host", f"127.0.0.1:{tls_port}",
                         "--allow-host", f"127.0.0.1:{bulk_port}",
-                        "--allow-host", f"127.0.0.1:{https_port}", "--"]
+                        "--allow-host", f"127.0.0.1:{https_port}",
+                        "--pass-env", "BENCH_API_KEY", "--"]
+        # The same servers through an injecting connection: the proxy terminates TLS with its
+        # per-run CA, verifies the servers against the test CA and replaces the placeholder.
+        report = os.path.join(work, "net-inject-report.json")
+        inject = sbx + ["--net", "filtered", "--secret",
+                        f"BENCH_API_KEY=127.0.0.1:{tls_port},127.0.0.1:{https_port}",
+                        "--ca-certs", ca, "--report", report, "--"]
         res = {"conn_n": conn_n, "rounds": rounds, "bulk_mib": bulk_mib,
                "bulk_rounds": bulk_rounds, "hold_n": hold_n}
 
-        host_c, proxy_c = [], []
+        host_c, proxy_c, inject_c = [], [], []
         for _ in range(rounds):
             host_c.append(run([helper, "conn", str(conn_n), "127.0.0.1", str(tls_port)],
                               "TLS connections from the host"))
             proxy_c.append(run(inside + [helper, "conn", str(conn_n), "127.0.0.1", str(tls_port),
                                          PROXY_PORT], "TLS connections through the proxy"))
-        res["conn"] = {"host": host_c, "proxy": proxy_c}
+            inject_c.append(run(inject + [helper, "conn", str(conn_n), "127.0.0.1", str(tls_port),
+                                          PROXY_PORT], "TLS connections through an injecting connection"))
+            injected(report, conn_n, "TLS connections through an injecting connection")
+        res["conn"] = {"host": host_c, "proxy": proxy_c, "inject": inject_c}
 
         nbytes = str(bulk_mib * 1024 * 1024)
         # The servers write a line for every connection, the probes of wait_port's too: count
@@ -171,19 +231,19 @@ def main():
             srv_cpu[path] += 1
             return v
 
-        def through_proxy(argv, what, base):
+        def through_proxy(argv, what, base, prefix=inside):
             """A run through the proxy; relay_cpu_s is the run's CPU less the client's and less
             BASE (the same run moving one byte: sandbox-run's own start and end)."""
-            d = timed(inside + argv, what)
+            d = timed(prefix + argv, what)
             d["relay_cpu_s"] = max(0.0, d["tree_cpu_s"] - d["cpu_s"] - base)
             return d
 
-        def base_of(argv, path, what):
-            d = timed(inside + argv, what)
+        def base_of(argv, path, what, prefix=inside):
+            d = timed(prefix + argv, what)
             server_cpu(path, what)
             return d["tree_cpu_s"] - d["cpu_s"]
 
-        host_b, fwd_b, proxy_b, host_t, proxy_t = [], [], [], [], []
+        host_b, fwd_b, proxy_b, host_t, proxy_t, inject_t = [], [], [], [], [], []
         bulk_argv = lambda n, port: [helper, "bulk", n, "127.0.0.1", str(port)]
         tls_argv = lambda n, port: [helper, "tls-bulk", n, f"/{n}", "127.0.0.1", str(port)]
         for _ in range(bulk_rounds):
@@ -210,8 +270,16 @@ def main():
                               "the HTTPS download through the proxy", base)
             d["server_cpu_s"] = server_cpu(https_file, "the HTTPS server")
             proxy_t.append(d)
+            base = base_of(tls_argv("1", https_port) + [PROXY_PORT], https_file,
+                           "one byte of HTTPS through an injecting connection", inject)
+            injected(report, 1, "one byte of HTTPS through an injecting connection")
+            d = through_proxy(tls_argv(nbytes, https_port) + [PROXY_PORT],
+                              "the HTTPS download through an injecting connection", base, inject)
+            injected(report, 1, "the HTTPS download through an injecting connection")
+            d["server_cpu_s"] = server_cpu(https_file, "the HTTPS server")
+            inject_t.append(d)
         res["bulk"] = {"host": host_b, "fwd": fwd_b, "proxy": proxy_b}
-        res["tls"] = {"host": host_t, "proxy": proxy_t}
+        res["tls"] = {"host": host_t, "proxy": proxy_t, "inject": inject_t}
         res["cpus"] = os.cpu_count()
 
         rss = {}

@@ -300,6 +300,8 @@ def main():
         tls = net.get("tls") or {}
         th = med(x["mib_s"] for x in tls["host"]) if tls else None
         tp = med(x["mib_s"] for x in tls["proxy"]) if tls else None
+        ci = med(x["conn_us"] for x in net["conn"]["inject"]) / 1000 if net["conn"].get("inject") else None
+        ti = med(x["mib_s"] for x in tls["inject"]) if tls.get("inject") else None
         idle, busy = net["rss_kib"]["0"], net["rss_kib"][str(net["hold_n"])]
         gib = net["bulk_mib"] / 1024
 
@@ -310,19 +312,27 @@ def main():
         p("### Network: the `--net filtered` proxy (issue 12)")
         p("")
         p("Servers on the host's 127.0.0.1, each allowed by its literal (`--allow-host 127.0.0.1:PORT`): "
-          "`openssl s_server -www` (EC P-256 certificate), a bulk TCP server, an HTTPS server "
-          "(the same certificate, 16 KiB TLS records) and a plain C forwarder to the bulk server "
+          "`openssl s_server -www` (EC P-256 certificate for IP 127.0.0.1, signed by a test CA), "
+          "a bulk TCP server, an HTTPS server (the same certificate, 16 KiB TLS records) and a plain C forwarder to the bulk server "
           "(splice through a 1 MiB pipe per direction, a thread per direction: the floor of any "
           "relay), all in scripts/bench.d/net.c. The client (the same helper) runs on the host, "
           "connecting directly, or inside the sandbox through the proxy (HTTP CONNECT on the "
           "sandbox's 127.0.0.1:3128); it times itself, so no process start is in the figures. "
-          "Host and sandbox runs interleaved.")
+          "Host and sandbox runs interleaved. An injecting connection: the run has "
+          "`--secret BENCH_API_KEY=127.0.0.1:PORT --ca-certs CA` (the servers' certificate is "
+          "signed by a test CA), the client sends `x-api-key: <placeholder>` in every request, "
+          "and the proxy terminates TLS with its per-run CA, verifies the server, replaces the "
+          "placeholder and encrypts again (checked once per run: the report's injections > 0).")
         p("")
         p("| measure | host, direct | sandbox, through the proxy | proxy vs direct |")
         p("|---|---|---|---|")
         p(f"| one TLS connection (connect, CONNECT, handshake, GET, EOF), median of "
           f"{net['conn_n']} sequential x {net['rounds']} round(s), ms | {ch:.2f} | {cp:.2f} | "
           f"{cp - ch:+.2f} ms |")
+        if ci is not None:
+            p(f"| the same through an injecting connection (the placeholder replaced in each "
+              f"request), ms | {ch:.2f} | {ci:.2f} (injecting) | {ci - ch:+.2f} ms; "
+              f"{ci - cp:+.2f} ms over the plain tunnel |")
         p(f"| {net['bulk_mib']} MiB in one raw TCP stream (a CONNECT tunnel), median of "
           f"{net['bulk_rounds']} runs, MiB/s | {bh:.0f} | {bp:.0f} | {100 * bp / bh:.0f} % |")
         if bf:
@@ -331,17 +341,27 @@ def main():
         if tls:
             p(f"| {net['bulk_mib']} MiB HTTPS download (TLS 1.3, one stream), median of "
               f"{len(tls['host'])} runs, MiB/s | {th:.0f} | {tp:.0f} | {100 * tp / th:.0f} % |")
+            if ti is not None:
+                p(f"| the same download through an injecting connection (decrypted and encrypted "
+                  f"again by the proxy), MiB/s | {th:.0f} | {ti:.0f} (injecting) | "
+                  f"{100 * ti / th:.0f} % |")
         p("")
         p("Per run (MiB/s), raw TCP, host: " + ", ".join(f"{x['mib_s']:.0f}" for x in net["bulk"]["host"])
           + "; proxy: " + ", ".join(f"{x['mib_s']:.0f}" for x in net["bulk"]["proxy"])
           + ("; C forwarder: " + ", ".join(f"{x['mib_s']:.0f}" for x in fwd) if fwd else "")
           + ("; HTTPS, host: " + ", ".join(f"{x['mib_s']:.0f}" for x in tls["host"])
-             + "; proxy: " + ", ".join(f"{x['mib_s']:.0f}" for x in tls["proxy"]) if tls else ""))
+             + "; proxy: " + ", ".join(f"{x['mib_s']:.0f}" for x in tls["proxy"]) if tls else "")
+          + ("; injecting: " + ", ".join(f"{x['mib_s']:.0f}" for x in tls["inject"])
+             if tls.get("inject") else ""))
         p("")
         bound = {}
         if fwd and "cpu_s" in net["bulk"]["host"][0]:
             cpus = net.get("cpus") or os.cpu_count() or 1
-            rows = [("raw TCP", net["bulk"]), ("HTTPS", tls)] if tls else [("raw TCP", net["bulk"])]
+            rows = [("raw TCP", net["bulk"])]
+            if tls:
+                rows.append(("HTTPS", tls))
+            if tls.get("inject"):
+                rows.append(("HTTPS, injecting", {"host": tls["host"], "proxy": tls["inject"]}))
             p("Where the time goes: CPU seconds per GiB moved (medians; the relay's is sandbox-run's "
               "CPU from rusage less the client's and less that of a run moving one byte). Direct, "
               "client and server each have a CPU: the slower one, max(client, server), sets the "
@@ -372,7 +392,8 @@ def main():
         p("")
         summary["network"] = {"conn_ms": {"host": ch, "proxy": cp},
                               "bulk_mib_s": {"host": bh, "proxy": bp, "c_forwarder": bf},
-                              "https_mib_s": {"host": th, "proxy": tp},
+                              "https_mib_s": {"host": th, "proxy": tp, "inject": ti},
+                              "inject_conn_ms": ci,
                               "cpu_ceiling_pct": bound,
                               "rss_kib": net["rss_kib"], "raw": net}
         why = ""
@@ -390,6 +411,18 @@ def main():
             net_targets.append(
                 ("throughput through the proxy >= 80 % of direct, HTTPS download (100 MiB)",
                  f"{100 * tp / th:.0f} % ({tp:.0f} vs {th:.0f} MiB/s)", tp >= 0.8 * th))
+        if ci is not None:
+            net_targets.append(
+                ("added cost of one injected HTTPS request over a plain tunnel <= +2 ms "
+                 "(a new connection: handshake, one request; median)",
+                 f"{ci - cp:+.2f} ms ({ci:.2f} injecting vs {cp:.2f} ms tunnel; direct {ch:.2f} ms)",
+                 ci - cp <= 2))
+        if ti is not None:
+            net_targets.append(
+                (f"HTTPS download through an injecting connection >= 70 % of direct "
+                 f"({net['bulk_mib']} MiB)",
+                 f"{100 * ti / th:.0f} % ({ti:.0f} vs {th:.0f} MiB/s; plain tunnel "
+                 f"{100 * tp / th:.0f} %)", ti >= 0.7 * th))
         net_targets.append(
             (f"supervisor peak RSS with {net['hold_n']} tunnels <= 3 MiB (issue 14)",
              f"{mib(busy)} (proxy idle: {mib(idle)}; {(busy - idle) / net['hold_n']:.0f} KiB per tunnel)",
