@@ -31,6 +31,7 @@
 mod decide;
 mod forward;
 mod intercept;
+mod plain;
 mod relay;
 mod request;
 mod secrets;
@@ -546,9 +547,18 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
             }
         }
         Some(head) => {
-            let mut h = head.clone();
-            h.extend_from_slice(&pending);
-            pending = h;
+            // One request, its body scanned, then only the answer (see `plain`).
+            let counters = shared.record(host, port, true, &format!("allow-list: {rule}"));
+            plain::one_request(
+                shared,
+                client,
+                &upstream,
+                (host, port),
+                head,
+                pending,
+                &counters,
+            );
+            return None;
         }
     }
     let _ = client.set_read_timeout(None);

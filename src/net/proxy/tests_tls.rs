@@ -629,6 +629,57 @@ fn plain_http_to_a_listed_loopback_address_is_injected() {
     assert_eq!(f.log().0[2].injections, 2);
 }
 
+/// Plain HTTP through the proxy carries one request: its body is scanned on the way (a
+/// placeholder there cuts both connections before the server has the body), and a request
+/// pipelined behind the first, naming another host, is never read.
+#[test]
+fn plain_http_carries_one_request_with_a_clean_body() {
+    let f = fixture(true, 0);
+    let p = f.plain_port;
+    let body = format!("{{\"key\": \"{PH_C}\"}}");
+    let mut c = TcpStream::connect(("127.0.0.1", f.proxy_port)).unwrap();
+    write!(
+        c,
+        "POST http://127.0.0.1:{p}/v1 HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let _ = super::tests::read_some(&mut c);
+    let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert!(got.starts_with("POST /v1 HTTP/1.1\r\n"), "{got}");
+    assert!(!got.contains(PH_C) && !got.contains(VAL_C), "{got}");
+    let (_, misdirected) = f.log();
+    assert!(
+        misdirected.iter().any(|m| m.secret == "C" && m.port == p),
+        "{misdirected:?}"
+    );
+
+    let mut c = TcpStream::connect(("127.0.0.1", f.proxy_port)).unwrap();
+    write!(
+        c,
+        "GET http://127.0.0.1:{p}/one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\n\r\n\
+         GET http://127.0.0.1:{p}/two HTTP/1.1\r\nHost: metadata.google.internal\r\n\r\n"
+    )
+    .unwrap();
+    let _ = super::tests::read_some(&mut c);
+    let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert_eq!(
+        got,
+        format!("GET /one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n")
+    );
+
+    // control: a clean body passes whole
+    let mut c = TcpStream::connect(("127.0.0.1", f.proxy_port)).unwrap();
+    write!(
+        c,
+        "POST http://127.0.0.1:{p}/v1 HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nContent-Length: 5\r\n\r\nhello"
+    )
+    .unwrap();
+    let _ = super::tests::read_some(&mut c);
+    let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    assert!(got.ends_with("\r\n\r\nhello"), "{got}");
+}
+
 /// Connections that did not come through the proxy (the sandbox's loopback listeners):
 /// a TLS client is terminated and injected like a CONNECT; plain HTTP to a loopback port
 /// is injected in plain text, request by request.
