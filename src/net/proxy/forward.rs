@@ -83,8 +83,8 @@ pub fn check_loopback_ports(allow: &AllowList) -> Result<(), String> {
 enum Carry {
     /// The bytes as they are (the relay).
     Relay,
-    /// A secret is listed for this host and port: the TLS helper terminates the connection
-    /// and injects it.
+    /// A secret is listed for this host and port: terminated and injected like a CONNECT to
+    /// it ([`super::intercept`]).
     Inject,
 }
 
