@@ -32,6 +32,7 @@ mod decide;
 mod forward;
 mod intercept;
 mod plain;
+mod reflect;
 mod relay;
 mod request;
 mod secrets;

@@ -10,6 +10,7 @@
 //! poll loop; every buffer is bounded, so a side that does not read stalls only its own
 //! connection.
 
+use super::reflect::Unreflect;
 use super::{Counters, Shared};
 use crate::net::allow::Host;
 use crate::net::tls::ca::RunCa;
@@ -416,6 +417,8 @@ pub(super) struct Session<'a> {
     up_shut: bool,
     /// `up_pending` holds a secret's value (zeroed once sent).
     holds_value: bool,
+    /// The answers, on their way back: values the server echoes become placeholders.
+    unreflect: Unreflect,
     tmp: Vec<u8>,
 }
 
@@ -480,6 +483,7 @@ impl<'a> Session<'a> {
             upstream_error: None,
             up_shut: false,
             holds_value: false,
+            unreflect: Unreflect::default(),
             tmp: vec![0; CHUNK],
         };
         let stop = match s.client.feed(first) {
@@ -543,6 +547,12 @@ impl<'a> Session<'a> {
                 let failed = self.upstream_error.is_some();
                 if self.client.closed && self.upstream.closed && !failed {
                     return Stop::Done;
+                }
+                if self.upstream.closed && self.unreflect.holds() {
+                    // the answer ended: what was held as a possible value was none
+                    let rest = self.unreflect.flush();
+                    self.down_pending.extend_from_slice(&rest);
+                    progress = true;
                 }
                 if self.upstream.closed && self.down_pending.is_empty() && !failed {
                     // the server ended: what it sent reaches the client, then the end
@@ -761,10 +771,36 @@ impl<'a> Session<'a> {
                 return Ok(progress);
             }
             progress = true;
-            let m = self.client.give(&self.tmp[..n]);
+            // a value the server echoes goes back as its placeholder (`reflect`)
+            let out = match self
+                .unreflect
+                .feed(&self.shared.config.secrets, &self.tmp[..n])
+            {
+                Ok(out) => out,
+                Err(i) => return Err(self.reflected(i)),
+            };
+            let m = self.client.give(&out);
             self.counters.down.fetch_add(m as u64, Ordering::Relaxed);
-            self.down_pending.extend_from_slice(&self.tmp[m..n]);
+            self.down_pending.extend_from_slice(&out[m..]);
         }
+    }
+
+    /// The server sent back the value of secret `i` and its first bytes already went: cut,
+    /// before the rest does.
+    fn reflected(&mut self, i: usize) -> Stop {
+        let name = self
+            .shared
+            .config
+            .secrets
+            .list
+            .get(i)
+            .map(|s| s.name.as_str())
+            .unwrap_or("");
+        self.shared.note(&format!(
+            "sandbox-run: network: cut a connection to {}:{}: its answer carried the value of secret {name}",
+            self.host, self.port
+        ));
+        Stop::Cut
     }
 
     /// A placeholder of secret `i` where it does not go: recorded, and a 403.

@@ -121,7 +121,7 @@ fn serve_tls(
             }
         }
         let path = head.target.clone();
-        let _ = tx.send((text, body));
+        let _ = tx.send((text.clone(), body));
         if path == "/sse" {
             let _ = t.write_all(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: one\n\n",
@@ -154,6 +154,20 @@ fn serve_tls(
                     }
                 }
             }
+        }
+        if path == "/echo" {
+            // the request head back, in two writes that split the value in the middle
+            let _ = t.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let mid = text
+                .find(VAL_A)
+                .map_or(text.len() / 2, |i| i + VAL_A.len() / 2);
+            let _ = t.write_all(&text.as_bytes()[..mid]);
+            let _ = t.flush();
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = t.write_all(&text.as_bytes()[mid..]);
+            t.conn.send_close_notify();
+            let _ = t.flush();
+            return;
         }
         if path == "/big" {
             let _ = write!(t, "HTTP/1.1 200 OK\r\nContent-Length: {big}\r\n\r\n");
@@ -383,6 +397,27 @@ fn injects_into_the_listed_host_only_in_the_head() {
         (mis[0].secret.as_str(), mis[0].host.as_str()),
         ("A", "localhost")
     );
+}
+
+/// A server that echoes the request hands the value back: the sandbox gets the placeholder,
+/// even when the server's writes split the value between two reads.
+#[test]
+fn an_echoed_value_comes_back_as_its_placeholder() {
+    let f = fixture(true, 0);
+    let mut t = f.connect("localhost");
+    let (status, body) = request(
+        &mut t,
+        &format!(
+            "GET /echo HTTP/1.1\r\nHost: localhost:{}\r\nx-api-key: {PH_A}\r\n\r\n",
+            f.port
+        ),
+    );
+    assert_eq!(status, "200 OK");
+    let body = String::from_utf8(body).unwrap();
+    assert!(body.contains(&format!("x-api-key: {PH_A}\r\n")), "{body}");
+    assert!(!body.contains("realvalue"), "{body}");
+    let (head, _) = f.received();
+    assert!(head.contains(&format!("x-api-key: {VAL_A}\r\n")), "{head}");
 }
 
 /// Chunked bodies pass as sent; a placeholder split across two chunks is found all the same.
