@@ -119,6 +119,10 @@ pub fn install(cli: &Cli) -> Option<PathBuf> {
         }
     };
     let bin = kept(&version);
+    // The tests of one binary run in threads of one process: one install at a time, or two
+    // would share the temporary directory (named by the pid) and undo each other.
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
     if bin.join(cli.bin).exists() {
         return Some(bin);
     }
