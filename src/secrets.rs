@@ -285,26 +285,9 @@ fn read_file(
     v: &'static vault::Vault,
 ) -> Result<Vec<(String, &'static [u8])>, String> {
     use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
     let fail = |why: String| format!("--secret-file {}: {why}", path.display());
-    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    let file = crate::layers::env::open_caller_file(path, repo, flags).map_err(fail)?;
+    let file = crate::layers::env::open_private_file("--secret-file", path, repo, euid)?;
     let m = file.metadata().map_err(|e| fail(e.to_string()))?;
-    if !m.is_file() {
-        return Err(fail("not a regular file".into()));
-    }
-    if m.uid() != euid {
-        return Err(fail(format!(
-            "owned by uid {}, not by the caller (uid {euid}): a file of secrets must be the caller's own",
-            m.uid()
-        )));
-    }
-    if m.mode() & 0o077 != 0 {
-        return Err(fail(format!(
-            "mode {:04o} lets other users read or write it: it holds secrets (chmod 600 it)",
-            m.mode() & 0o7777
-        )));
-    }
     if m.len() > FILE_MAX as u64 {
         return Err(fail(format!("larger than {FILE_MAX} bytes")));
     }

@@ -426,24 +426,17 @@ fn never(what: &str) -> String {
     )
 }
 
-/// The most `--env-file` reads.
-const ENV_FILE_MAX: u64 = 1 << 20;
-
-/// `--env-file FILE`: `NAME=VALUE` lines, taken literally (no quotes removed, nothing
-/// expanded, as `--env`); blank lines and lines starting with `#` are skipped. The file must
-/// be a regular file owned by the caller (`euid`) that no other user can read: it holds
-/// secrets. A file in the repo (`repo`, canonical) is opened without following any link
-/// beneath it: an earlier run could have made `.env` a link to another file of secrets,
-/// whose values would then reach the command. Errors are one line naming the file (and the
-/// line).
-pub fn read_env_file(
+/// A file of secrets the caller names (`--env-file`, `--secret-file`), opened as
+/// [`open_caller_file`] does and checked: a regular file owned by the caller (`euid`) that no
+/// other user can read or write. Errors are one line naming `flag` and the file.
+pub fn open_private_file(
+    flag: &str,
     path: &std::path::Path,
-    euid: u32,
     repo: &std::path::Path,
-) -> Result<Vec<(String, String)>, String> {
-    use std::io::Read;
+    euid: u32,
+) -> Result<std::fs::File, String> {
     use std::os::unix::fs::MetadataExt;
-    let fail = |why: String| format!("--env-file {}: {why}", path.display());
+    let fail = |why: String| format!("{flag} {}: {why}", path.display());
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     let file = open_caller_file(path, repo, flags).map_err(fail)?;
     let m = file.metadata().map_err(|e| fail(io_words(&e)))?;
@@ -462,6 +455,27 @@ pub fn read_env_file(
             m.mode() & 0o7777
         )));
     }
+    Ok(file)
+}
+
+/// The most `--env-file` reads.
+const ENV_FILE_MAX: u64 = 1 << 20;
+
+/// `--env-file FILE`: `NAME=VALUE` lines, taken literally (no quotes removed, nothing
+/// expanded, as `--env`); blank lines and lines starting with `#` are skipped. The file must
+/// be a regular file owned by the caller (`euid`) that no other user can read: it holds
+/// secrets. A file in the repo (`repo`, canonical) is opened without following any link
+/// beneath it: an earlier run could have made `.env` a link to another file of secrets,
+/// whose values would then reach the command. Errors are one line naming the file (and the
+/// line).
+pub fn read_env_file(
+    path: &std::path::Path,
+    euid: u32,
+    repo: &std::path::Path,
+) -> Result<Vec<(String, String)>, String> {
+    use std::io::Read;
+    let fail = |why: String| format!("--env-file {}: {why}", path.display());
+    let file = open_private_file("--env-file", path, repo, euid)?;
     let mut text = String::new();
     file.take(ENV_FILE_MAX + 1)
         .read_to_string(&mut text)
