@@ -113,6 +113,10 @@ pub struct Profile {
     /// Where each file of the `extends` chain came from, leaf first.
     #[serde(skip)]
     pub sources: Vec<String>,
+    /// Layers the caller made best-effort for this run (`--without LAYER`), so that a run
+    /// without them says why.
+    #[serde(skip)]
+    pub without: Vec<String>,
     pub description: String,
     pub gate: Gate,
     pub filesystem: Filesystem,
@@ -411,6 +415,7 @@ impl ProfileFile {
         Profile {
             name,
             sources,
+            without: Vec::new(),
             description: self.description.unwrap_or_default(),
             gate: Gate {
                 programs: g.programs.unwrap_or_default(),
@@ -594,6 +599,34 @@ impl Profile {
             }
         }
         Ok(())
+    }
+
+    /// `--without LAYER`: the caller accepts running without `layer` (`cgroup`, `landlock`,
+    /// `seccomp`, `namespaces`) where this host cannot give it; where it can, nothing
+    /// changes. Without namespaces there is no new root either, so `namespaces` waives
+    /// `filesystem` too.
+    pub fn accept_without(&mut self, layer: &str) {
+        let names: &[&'static str] = match layer {
+            "cgroup" => &["cgroup"],
+            "landlock" => &["landlock"],
+            "seccomp" => &["seccomp"],
+            "namespaces" => &["namespaces", "filesystem"],
+            _ => &[],
+        };
+        for &name in names {
+            let l = &mut self.layers;
+            let req = match name {
+                "cgroup" => &mut l.cgroup,
+                "landlock" => &mut l.landlock,
+                "seccomp" => &mut l.seccomp,
+                "namespaces" => &mut l.namespaces,
+                _ => &mut l.filesystem,
+            };
+            if *req == Requirement::Required {
+                *req = Requirement::BestEffort;
+                self.without.push(name.to_string());
+            }
+        }
     }
 
     /// The profile as TOML, for `profiles show`.
