@@ -423,6 +423,11 @@ impl Tree {
         self.0.as_raw_fd()
     }
 
+    /// This directory's own metadata (of the open fd, so of what was opened).
+    pub fn fstat(&self) -> io::Result<libc::stat> {
+        fstat(&self.0)
+    }
+
     /// The subdirectory `name` (not a link to one).
     pub fn child(&self, name: &std::ffi::OsStr) -> io::Result<Tree> {
         let c = entry_name(name)?;
@@ -905,7 +910,7 @@ fn caller() -> (u32, u32) {
 /// host root's directories (`/`, `/home`) are owned by it, and which user really owns them
 /// cannot be told, so it counts as root's. `None` in the initial user namespace, where it is
 /// a user like any other (`nobody`).
-fn unmapped_uid() -> Option<u32> {
+pub fn unmapped_uid() -> Option<u32> {
     let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
     let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
     if initial {
