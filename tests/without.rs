@@ -88,7 +88,10 @@ fn without_cgroup_is_named_in_the_refusal_and_runs_degraded() {
     assert_eq!(line.lines().count(), 1, "one line:\n{plain}");
     assert!(line.contains("cgroup"), "{plain}");
     assert!(line.contains("rerun with --without cgroup"), "{plain}");
-    assert_eq!(plain_rep["status"], "sandbox_error", "{plain_rep}");
+    assert_eq!(
+        plain_rep["results"][0]["status"], "sandbox_error",
+        "{plain_rep}"
+    );
     // With the flag: it runs, says so, and the report lists the cgroup as degraded.
     with.assert_ok();
     assert!(
