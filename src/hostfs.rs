@@ -423,11 +423,6 @@ impl Tree {
         self.0.as_raw_fd()
     }
 
-    /// This directory's own metadata (of the open fd, so of what was opened).
-    pub fn fstat(&self) -> io::Result<libc::stat> {
-        fstat(&self.0)
-    }
-
     /// The subdirectory `name` (not a link to one).
     pub fn child(&self, name: &std::ffi::OsStr) -> io::Result<Tree> {
         let c = entry_name(name)?;

@@ -20,40 +20,43 @@
 //! fd (`fstat`), and the file is opened the same way and checked on its fd: what is checked is
 //! what is read. Built-in profiles need none of this.
 
-use crate::hostfs::Tree;
+use crate::hostfs::Dir;
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Linux gives up after 40 symbolic links; so do we.
 const MAX_LINKS: usize = 40;
 
 /// Why a place on the way is not trusted, and the fix.
-fn refusal(file: &Path, place: &Path, st: &libc::stat, uid: u32, why: Why) -> String {
-    let kind = match st.st_mode & libc::S_IFMT {
-        libc::S_IFDIR => "directory",
-        libc::S_IFLNK => "symlink",
-        _ => "file",
+fn refusal(file: &Path, place: &Path, st: &Metadata, uid: u32, why: Why) -> String {
+    let kind = if st.is_dir() {
+        "directory"
+    } else if st.is_symlink() {
+        "symlink"
+    } else {
+        "file"
     };
     let p = sh_quote(&place.to_string_lossy());
     let (what, fix) = match why {
         Why::Owner => (
-            format!("the {kind} {} belongs to uid {}", place.display(), st.st_uid),
+            format!("the {kind} {} belongs to uid {}", place.display(), st.uid()),
             format!(
                 "use a profile of your own (HOME, XDG_CONFIG_HOME or SANDBOX_RUN_PROFILE_PATH may name another user's), or if you trust uid {}, as root: chown {uid} {p}",
-                st.st_uid
+                st.uid()
             ),
         ),
         Why::Writable => (
             format!(
                 "the {kind} {} is writable by {} (mode {:o})",
                 place.display(),
-                if st.st_mode & 0o002 != 0 {
+                if st.mode() & 0o002 != 0 {
                     "others"
                 } else {
                     "its group"
                 },
-                st.st_mode & 0o7777
+                st.mode() & 0o7777
             ),
             format!("chmod go-w {p}"),
         ),
@@ -83,21 +86,27 @@ enum Why {
 }
 
 /// Is `st` (of a file, directory or link on the way) trusted for the caller `uid`?
-fn check(st: &libc::stat, uid: u32, unmapped: Option<u32>) -> Result<(), Why> {
-    let owner = st.st_uid;
+fn check(st: &Metadata, uid: u32, unmapped: Option<u32>) -> Result<(), Why> {
+    let owner = st.uid();
     if owner != uid && owner != 0 && Some(owner) != unmapped {
         return Err(Why::Owner);
     }
-    let kind = st.st_mode & libc::S_IFMT;
-    if kind == libc::S_IFLNK {
+    if st.is_symlink() {
         // a link's own mode means nothing; who may change it is its directory's matter
         return Ok(());
     }
-    let sticky_root = kind == libc::S_IFDIR && st.st_mode & libc::S_ISVTX != 0 && owner == 0;
-    if st.st_mode & 0o022 != 0 && !sticky_root {
+    let sticky_root = st.is_dir() && st.mode() & libc::S_ISVTX != 0 && owner == 0;
+    if st.mode() & 0o022 != 0 && !sticky_root {
         return Err(Why::Writable);
     }
     Ok(())
+}
+
+/// The metadata of what `fd` refers to (an `O_PATH` fd, or the opened file).
+fn meta(fd: std::os::fd::OwnedFd) -> std::io::Result<(File, Metadata)> {
+    let f = File::from(fd);
+    let m = f.metadata()?;
+    Ok((f, m))
 }
 
 /// `io::Error` as one line naming the step.
@@ -129,8 +138,8 @@ fn open_as(path: &Path, uid: u32, unmapped: Option<u32>) -> Result<File, String>
     let mut links = 0;
     'again: loop {
         let root = Path::new("/");
-        let mut dir = Tree::open(root).map_err(|e| io_line(path, "open", root, e))?;
-        let st = dir.fstat().map_err(|e| io_line(path, "stat", root, e))?;
+        let mut dir = Dir::open_no_links(root).map_err(|e| io_line(path, "open", root, e))?;
+        let st = std::fs::metadata(root).map_err(|e| io_line(path, "stat", root, e))?;
         check(&st, uid, unmapped).map_err(|w| refusal(path, root, &st, uid, w))?;
         let mut here = PathBuf::from("/");
         let names: Vec<&OsStr> = want
@@ -145,18 +154,12 @@ fn open_as(path: &Path, uid: u32, unmapped: Option<u32>) -> Result<File, String>
         };
         for (i, name) in names.iter().enumerate() {
             let at = here.join(name);
-            let st = dir
-                .stat(name)
-                .map_err(|e| io_line(path, "stat", &at, e))?
-                .ok_or_else(|| {
-                    io_line(
-                        path,
-                        "open",
-                        &at,
-                        std::io::Error::from_raw_os_error(libc::ENOENT),
-                    )
-                })?;
-            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            // the entry itself, not followed (O_PATH: no read permission needed on the way)
+            let (_, st) = dir
+                .open_at(Path::new(name), libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .and_then(meta)
+                .map_err(|e| io_line(path, "open", &at, e))?;
+            if st.is_symlink() {
                 check(&st, uid, unmapped).map_err(|w| refusal(path, &at, &st, uid, w))?;
                 links += 1;
                 if links > MAX_LINKS {
@@ -167,9 +170,8 @@ fn open_as(path: &Path, uid: u32, unmapped: Option<u32>) -> Result<File, String>
                         std::io::Error::from_raw_os_error(libc::ELOOP),
                     ));
                 }
-                let target = dir
-                    .read_link(name)
-                    .map_err(|e| io_line(path, "read link", &at, e))?;
+                let target = nix::fcntl::readlinkat(dir.fd(), *name)
+                    .map_err(|e| io_line(path, "read link", &at, e.into()))?;
                 let rest: PathBuf = names[i + 1..].iter().collect();
                 want = crate::hostfs::lexical(&here, Path::new(&target)).join(rest);
                 continue 'again;
@@ -177,22 +179,40 @@ fn open_as(path: &Path, uid: u32, unmapped: Option<u32>) -> Result<File, String>
             if i == dirs.len() {
                 break;
             }
-            let next = dir.child(name).map_err(|e| io_line(path, "open", &at, e))?;
-            let st = next.fstat().map_err(|e| io_line(path, "stat", &at, e))?;
             check(&st, uid, unmapped).map_err(|w| refusal(path, &at, &st, uid, w))?;
-            dir = next;
+            dir = dir
+                .subdir(Path::new(name))
+                .map_err(|e| io_line(path, "open", &at, e))?;
+            // what was checked is what is walked into
+            let (_, now) = dir
+                .open_at(Path::new(""), libc::O_PATH, 0)
+                .and_then(meta)
+                .map_err(|e| io_line(path, "stat", &at, e))?;
+            if (now.dev(), now.ino()) != (st.dev(), st.ino()) {
+                return Err(io_line(
+                    path,
+                    "open",
+                    &at,
+                    std::io::Error::other("replaced while it was checked"),
+                ));
+            }
             here = at;
         }
         let at = here.join(last);
-        let f = dir
-            .open_file(last)
+        let (f, st) = dir
+            .open_at(
+                Path::new(last),
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+                0,
+            )
+            .and_then(meta)
             .map_err(|e| io_line(path, "open", &at, e))?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: all-zero is a valid `stat`; fstat fills it for the fd we just opened.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; `f` stays open for the call.
-        if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
-            return Err(io_line(path, "stat", &at, std::io::Error::last_os_error()));
+        if !st.is_file() {
+            return Err(format!(
+                "profile {}: {} is not a regular file",
+                path.display(),
+                at.display()
+            ));
         }
         check(&st, uid, unmapped).map_err(|w| refusal(path, &at, &st, uid, w))?;
         return Ok(f);
