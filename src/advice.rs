@@ -33,6 +33,9 @@ pub struct Facts {
     pub user_manager: Option<String>,
     /// The caller's profile directory (`~/.config/sandbox-run/profiles`).
     pub profile_dir: Option<PathBuf>,
+    /// `sudo` is on PATH and the caller is in a group that usually may use it
+    /// ([`sudo_usable`]): only then does advice say `sudo`, else "as root".
+    pub sudo: bool,
 }
 
 impl Facts {
@@ -50,6 +53,7 @@ impl Facts {
                 .any(|l| l.split_whitespace().last() == Some("cgroup2")),
             user_manager: user_manager(uid),
             profile_dir: Loader::user_dir(),
+            sudo: sudo_usable(),
         }
     }
 }
@@ -71,6 +75,34 @@ fn user_manager(uid: u32) -> Option<String> {
         String::new()
     } else {
         format!("XDG_RUNTIME_DIR={} ", sh_quote(&default.to_string_lossy()))
+    })
+}
+
+/// Could the caller use sudo: an executable `sudo` in an absolute PATH entry, and the caller
+/// in the `sudo`, `wheel` or `admin` group (where distributions grant it; sudoers itself is
+/// root's to read). A guess that errs towards "as root", which is always right.
+fn sudo_usable() -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let on_path = std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| {
+            d.is_absolute()
+                && std::fs::metadata(d.join("sudo"))
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    });
+    if !on_path {
+        return false;
+    }
+    let mine = nix::unistd::getgroups().unwrap_or_default();
+    let egid = nix::unistd::getegid();
+    let groups = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    groups.lines().any(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        f.len() >= 3
+            && ["sudo", "wheel", "admin"].contains(&f[0])
+            && f[2]
+                .parse()
+                .is_ok_and(|g: u32| egid.as_raw() == g || mine.iter().any(|m| m.as_raw() == g))
     })
 }
 
@@ -175,7 +207,7 @@ impl BestEffortProfile {
     /// One line: what it costs, the command that writes it, the flag to rerun with.
     pub fn fix(&self, profile: &str) -> String {
         format!(
-            "run profile {profile} without the cgroup layer (no memory, CPU or process-count caps; the timeout and rlimits still apply) through a profile that marks it best-effort: {}, then rerun with --profile {}",
+            "run profile {profile} without the cgroup layer (no memory, CPU or process-count caps; the timeout and rlimits still apply): rerun with --without cgroup, or for every run write a profile that marks it best-effort: {}, then rerun with --profile {}",
             self.write_command(),
             sh_quote(&self.name)
         )
@@ -218,10 +250,13 @@ pub fn cgroup_fixes(err: &cgroup::Error, facts: &Facts, profiles: &[&Profile]) -
         }
     }
     if !facts.root && remedy != Remedy::ReadOnly {
-        out.push(
+        out.push(if facts.sudo {
             "every layer, as root: sudo sandbox-run ... (the command itself runs as the repo's owner)"
-                .into(),
-        );
+                .into()
+        } else {
+            "every layer, as root: run sandbox-run ... as root (the command itself runs as the repo's owner)"
+                .into()
+        });
     }
     for p in profiles {
         out.push(BestEffortProfile::new(p, facts.profile_dir.as_deref()).fix(&p.name));
@@ -309,6 +344,7 @@ mod tests {
             kernel_cgroup2: true,
             user_manager: None,
             profile_dir: Some("/home/u/.config/sandbox-run/profiles".into()),
+            sudo: true,
         }
     }
 
@@ -369,6 +405,21 @@ mod tests {
         // As root: no "run as root".
         fa.root = true;
         assert!(!cgroup_fixes(&e2, &fa, &[]).join(" ").contains("sudo"));
+    }
+
+    #[test]
+    fn no_sudo_where_the_caller_cannot_use_it() {
+        let mut fa = facts();
+        fa.sudo = false;
+        let f = cgroup_fixes(&v1_rootless(), &fa, &[&validate()]);
+        let all = f.join(" ");
+        assert!(!all.contains("sudo"), "{all}");
+        assert!(
+            f[0].starts_with("every layer, as root: run sandbox-run ... as root"),
+            "{f:?}"
+        );
+        // and the one flag that runs without the layer is named
+        assert!(f[1].contains("rerun with --without cgroup"), "{f:?}");
     }
 
     #[test]

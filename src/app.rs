@@ -62,6 +62,21 @@ fn load_profile(name: &str) -> Result<Profile, Fail> {
     Loader::from_env().load(name).map_err(|e| Fail::usage(e.0))
 }
 
+/// The profile, with the layers the caller waived by `--without` made best-effort.
+fn load_profile_without(name: &str, without: &[crate::cli::WithoutArg]) -> Result<Profile, Fail> {
+    use crate::cli::WithoutArg as W;
+    let mut p = load_profile(name)?;
+    for w in without {
+        p.accept_without(match w {
+            W::Cgroup => "cgroup",
+            W::Landlock => "landlock",
+            W::Seccomp => "seccomp",
+            W::Namespaces => "namespaces",
+        });
+    }
+    Ok(p)
+}
+
 /// The PATH the sandbox will use: the profile's, else the caller's.
 pub fn sandbox_path(p: &Profile) -> OsString {
     sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
@@ -226,7 +241,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
     if verbose > 0 {
         eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
     }
-    let profile = load_profile(&args.target.profile)?;
+    let profile = load_profile_without(&args.target.profile, &args.without)?;
     rep.profile = profile.name.clone();
     let v = gate_in(&args.target, &profile, &ws);
     rep.argv = v.argv.clone();
@@ -898,10 +913,19 @@ impl Runner<'_> {
     }
 
     fn warn_degraded(&self, layer: &str) {
-        tracing::warn!(
-            "degraded: running without the {layer} layer (profile {} marks it best-effort)",
-            self.profile.name
-        );
+        if self.profile.without.iter().any(|w| w == layer) {
+            let flag = if layer == "filesystem" {
+                "namespaces"
+            } else {
+                layer
+            };
+            tracing::warn!("degraded: running without the {layer} layer (--without {flag})");
+        } else {
+            tracing::warn!(
+                "degraded: running without the {layer} layer (profile {} marks it best-effort)",
+                self.profile.name
+            );
+        }
     }
 }
 
@@ -926,7 +950,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
     let gene = crate::gene::Gene::load(&args.gene).map_err(Fail::usage)?;
     rep.gene_id = Some(gene.id.clone());
     rep.commands = gene.validation.clone();
-    let profile = load_profile(&args.profile)?;
+    let profile = load_profile_without(&args.profile, &args.without)?;
     rep.profile = profile.name.clone();
     // Before anything copies the environment (see run_in).
     let set_names: Vec<String> = profile.env.set.keys().cloned().collect();

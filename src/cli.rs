@@ -143,6 +143,19 @@ pub enum NetArg {
     Host,
 }
 
+/// A layer a profile can require, for `--without`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WithoutArg {
+    /// The cgroup: memory, CPU and process-count caps, the whole-tree kill.
+    Cgroup,
+    /// Landlock's filesystem (and TCP port) scope.
+    Landlock,
+    /// The seccomp syscall filter.
+    Seccomp,
+    /// The namespaces and with them the new root (then landlock is required).
+    Namespaces,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChangesArg {
     /// Every accepted change reaches the repo, or none does (read-write profiles' default).
@@ -190,6 +203,11 @@ pub struct RunArgs {
     /// Cap on processes and threads of the whole sandbox.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pids: Option<u64>,
+    /// Run without LAYER when this host or user cannot give it (repeatable): it is then
+    /// listed under `degraded` in the report, as for a profile that marks it best-effort.
+    /// Where the host has the layer, it is used as always.
+    #[arg(long = "without", value_enum, value_name = "LAYER")]
+    pub without: Vec<WithoutArg>,
     /// Write the JSON report to FILE, or to stdout with `-` (the command's stdout then goes to
     /// stderr).
     #[arg(long, value_name = "FILE|-")]
@@ -305,6 +323,9 @@ pub struct ValidateArgs {
     /// Wall-clock limit for each command (default: the profile's; above 0).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, allow_hyphen_values = true)]
     pub timeout: Option<crate::units::Duration>,
+    /// Run without LAYER when this host or user cannot give it (repeatable; see `run`).
+    #[arg(long = "without", value_enum, value_name = "LAYER")]
+    pub without: Vec<WithoutArg>,
     #[command(flatten)]
     pub secrets: SecretArgs,
     /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of

@@ -905,7 +905,7 @@ fn caller() -> (u32, u32) {
 /// host root's directories (`/`, `/home`) are owned by it, and which user really owns them
 /// cannot be told, so it counts as root's. `None` in the initial user namespace, where it is
 /// a user like any other (`nobody`).
-fn unmapped_uid() -> Option<u32> {
+pub fn unmapped_uid() -> Option<u32> {
     let map = std::fs::read_to_string("/proc/self/uid_map").ok()?;
     let initial = map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"];
     if initial {

@@ -21,6 +21,7 @@ pub mod report;
 pub mod secrets;
 pub mod sink;
 pub mod state;
+pub mod strict_modes;
 pub mod supervisor;
 pub mod sys;
 pub mod toolchain;

@@ -113,6 +113,10 @@ pub struct Profile {
     /// Where each file of the `extends` chain came from, leaf first.
     #[serde(skip)]
     pub sources: Vec<String>,
+    /// Layers the caller made best-effort for this run (`--without LAYER`), so that a run
+    /// without them says why.
+    #[serde(skip)]
+    pub without: Vec<String>,
     pub description: String,
     pub gate: Gate,
     pub filesystem: Filesystem,
@@ -411,6 +415,7 @@ impl ProfileFile {
         Profile {
             name,
             sources,
+            without: Vec::new(),
             description: self.description.unwrap_or_default(),
             gate: Gate {
                 programs: g.programs.unwrap_or_default(),
@@ -596,6 +601,34 @@ impl Profile {
         Ok(())
     }
 
+    /// `--without LAYER`: the caller accepts running without `layer` (`cgroup`, `landlock`,
+    /// `seccomp`, `namespaces`) where this host cannot give it; where it can, nothing
+    /// changes. Without namespaces there is no new root either, so `namespaces` waives
+    /// `filesystem` too.
+    pub fn accept_without(&mut self, layer: &str) {
+        let names: &[&'static str] = match layer {
+            "cgroup" => &["cgroup"],
+            "landlock" => &["landlock"],
+            "seccomp" => &["seccomp"],
+            "namespaces" => &["namespaces", "filesystem"],
+            _ => &[],
+        };
+        for &name in names {
+            let l = &mut self.layers;
+            let req = match name {
+                "cgroup" => &mut l.cgroup,
+                "landlock" => &mut l.landlock,
+                "seccomp" => &mut l.seccomp,
+                "namespaces" => &mut l.namespaces,
+                _ => &mut l.filesystem,
+            };
+            if *req == Requirement::Required {
+                *req = Requirement::BestEffort;
+                self.without.push(name.to_string());
+            }
+        }
+    }
+
     /// The profile as TOML, for `profiles show`.
     pub fn to_toml(&self) -> String {
         let mut out = format!(
@@ -678,7 +711,7 @@ impl Loader {
             .iter()
             .map(|d| d.join(format!("{name}.toml")))
             .filter(|p| p.is_file())
-            .map(|p| Source::File(std::fs::canonicalize(&p).unwrap_or(p)))
+            .map(|p| Source::File(absolute(&p)))
             .collect();
         if let Some((n, _)) = BUILTIN.iter().find(|(n, _)| *n == name) {
             out.push(Source::Builtin(n));
@@ -776,10 +809,16 @@ impl Loader {
         base: &Path,
     ) -> Result<Source, ProfileError> {
         if spec.contains('/') || spec.ends_with(".toml") {
-            let p = base.join(spec);
-            let p = std::fs::canonicalize(&p).map_err(|e| {
-                ProfileError(format!("profile {}: {}", p.display(), errno_text(&e)))
-            })?;
+            // As written (made absolute), not resolved: the links on the way are checked
+            // when the file is opened (`strict_modes`).
+            let p = absolute(&base.join(spec));
+            if let Err(e) = std::fs::metadata(&p) {
+                return Err(ProfileError(format!(
+                    "profile {}: {}",
+                    p.display(),
+                    errno_text(&e)
+                )));
+            }
             return Ok(Source::File(p));
         }
         if !spec
@@ -829,9 +868,22 @@ fn parse_source(src: &Source) -> Result<ProfileFile, ProfileError> {
     parse_text(&text, &src.to_string())
 }
 
+/// `p` made absolute against the current directory, `.` and `..` taken lexically (as a
+/// shell's `cd` does), without resolving links.
+fn absolute(p: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    crate::hostfs::lexical(&cwd, p)
+}
+
+/// The profile file's text, read only where no one but the caller or root can change it
+/// ([`crate::strict_modes`]).
 fn read_small(p: &Path) -> Result<String, String> {
     use std::io::Read;
-    let f = std::fs::File::open(p).map_err(|e| errno_text(&e))?;
+    let f = crate::strict_modes::open(p).map_err(|e| {
+        // the line names the file itself; here only the reason follows it
+        let prefix = format!("profile {}: ", p.display());
+        e.strip_prefix(&prefix).map(str::to_string).unwrap_or(e)
+    })?;
     let mut buf = Vec::new();
     f.take(MAX_PROFILE_BYTES + 1)
         .read_to_end(&mut buf)

@@ -43,7 +43,8 @@
 //!   `~/.cargo`; `~/.local/bin`, never `~/.local`.
 //! - otherwise bound read-only.
 //!
-//! A rustup proxy (a program that resolves to a file named `rustup`) also needs rustup's
+//! A rustup proxy (a program that resolves to a file named `rustup`, or to a hard link of the
+//! `rustup` in its own directory, as rustup installs them) also needs rustup's
 //! home: `$RUSTUP_HOME` if set and `.rustup` beside the cargo home contribute `toolchains` and
 //! `settings.toml`, never the rest (`downloads`, `tmp`, `update-hashes`). All installed
 //! toolchains are bound, not only the default: which one runs is chosen by the repo
@@ -530,7 +531,7 @@ pub fn discover(i: &Input) -> Toolchains {
                 wanted.push(pre);
             }
         }
-        if real.file_name() == Some(OsStr::new("rustup")) {
+        if is_rustup_proxy(&real) {
             // `$RUSTUP_HOME` when set (the profile may or may not pass it on), and the
             // default beside the cargo home: <cargo home>/bin/rustup -> <cargo home>/../.rustup
             let beside = (|| Some(real.parent()?.parent()?.parent()?.join(".rustup")))();
@@ -724,6 +725,23 @@ fn node_closure(pkg: &Path, trust: &mut Trust) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Is `real` (a program with every link resolved) rustup, or a proxy of it: a file named
+/// `rustup`, or a hard link to the `rustup` beside it (rustup itself makes its proxies
+/// `cargo`, `rustc`, … hard links where it can; only some installs use symlinks).
+fn is_rustup_proxy(real: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if real.file_name() == Some(OsStr::new("rustup")) {
+        return true;
+    }
+    let (Ok(a), Ok(b)) = (
+        real.symlink_metadata(),
+        real.with_file_name("rustup").symlink_metadata(),
+    ) else {
+        return false;
+    };
+    a.is_file() && b.is_file() && a.nlink() > 1 && (a.dev(), a.ino()) == (b.dev(), b.ino())
 }
 
 /// `RUSTUP_HOME/toolchains` or `RUSTUP_HOME/settings.toml`, added for a rustup proxy.
