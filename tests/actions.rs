@@ -1,4 +1,4 @@
-//! A simulated GitHub Actions runner (issue 13, item 6): what the runner does for a step with
+//! A simulated GitHub Actions runner: what the runner does for a step with
 //! `shell: sandbox-run --profile github-actions -- bash -e {0}`. The step script goes in
 //! `$RUNNER_TEMP`, beside the file-command files (`GITHUB_OUTPUT`, `GITHUB_ENV`,
 //! `GITHUB_PATH`, `GITHUB_STEP_SUMMARY`); the `GITHUB_*`, `RUNNER_*` and `ACTIONS_*`
@@ -372,7 +372,7 @@ echo npm > ~/.npm/_cacache/marker; echo pip > ~/.cache/pip/marker; echo cargo > 
     if github_path_passes() {
         assert_eq!(read("add_path_step-1-4b5e9c1a"), "/opt/step-tool/bin\n");
     } else {
-        skip_tool("GITHUB_PATH still refused as secret-looking by this build (issue 13 item 1)");
+        skip_tool("GITHUB_PATH still refused as secret-looking by this build");
     }
     assert_eq!(
         std::fs::read_to_string(r.temp.join("made-by-step")).unwrap(),

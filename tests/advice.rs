@@ -1,4 +1,4 @@
-//! Advice that works on the host at hand (issue 11, item 5).
+//! Advice that works on the host at hand.
 //!
 //! Where this user cannot have a cgroup (rootless on a cgroup v1 or hybrid host, or on v2
 //! without a delegated subtree), `validate` requires the cgroup layer and refuses. The refusal

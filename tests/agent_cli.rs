@@ -1,4 +1,4 @@
-//! Issue 13, acceptance "Agent CLI round trip": a real agent CLI from the npm registry (Claude
+//! Agent CLI round trip: a real agent CLI from the npm registry (Claude
 //! Code, its current version) runs under the `adapter` profile against a stub of its API on
 //! the host's 127.0.0.1, reached through the allow-list proxy (`--allow-host 127.0.0.1:PORT`),
 //! and does one turn that writes a file in the repo. Checked: the multi-line prompt with

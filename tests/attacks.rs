@@ -1340,7 +1340,7 @@ fn ld_preload_does_not_reach_the_workload() {
     }
 }
 
-/// The same library must not load into sandbox-run itself either (issue 3: a caller's
+/// The same library must not load into sandbox-run itself either (a caller's
 /// LD_PRELOAD/LD_AUDIT/LD_LIBRARY_PATH must not get code into the launcher, which is linked
 /// statically for that). The marker lies outside the sandbox: only sandbox-run could write it.
 /// Control: the library loads into a dynamic host program.

@@ -1,4 +1,4 @@
-//! Secrets by name, never on a command line (issue 13, item 1), and corporate CAs (item 7).
+//! Secrets by name, never on a command line, and corporate CAs.
 //!
 //! `--pass-env NAME`, `[env] pass` and `--env-file FILE` bring a secret-looking variable into
 //! the sandbox; its value reaches the workload (the probe's `getenv`) but no process's

@@ -1,4 +1,4 @@
-//! Smaller frictions a new user meets (issue 11, item 7), each end to end: the repo root that
+//! Smaller frictions a new user meets, each end to end: the repo root that
 //! sandbox-run chooses or refuses, `NO_COLOR` under `validate`, Java and a Python virtualenv
 //! under `ci`, and a repo whose files belong to several users.
 

@@ -208,7 +208,7 @@ fn build_project(name: &str, add: &str) -> PathBuf {
     base
 }
 
-/// The false green of issue 11: a gene `build, test` on a broken change reported ok, because
+/// A false green once seen: a gene `build, test` on a broken change reported ok, because
 /// each command got a fresh copy-on-write repo and the tests ran against the stale build.
 /// Now the gene's commands share one layer: the test sees the new build (and what the build
 /// removed is gone), so the broken change fails and the intact one passes. The repo itself

@@ -1,4 +1,4 @@
-//! The host boundary, git's side (issue 10, findings 1, 2a, 2b, 6b, 6c): after a run in a
+//! The host boundary, git's side: after a run in a
 //! read-write mode, the next plain `git status` or `git commit` ON THE HOST must run nothing
 //! the command planted. Each attack plants a `core.fsmonitor` (or a hook) that would touch a
 //! marker file, then the test runs git on the host and checks the marker is absent. Controls:

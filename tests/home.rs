@@ -1,4 +1,4 @@
-//! Agent CLIs as their users run them (issue 13, items 3 to 5): a kept sandbox home
+//! Agent CLIs as their users run them: a kept sandbox home
 //! (`--home persist`) that is never the real one and is made without following a link; the
 //! caller's git identity inside, and git in a linked worktree in every repo mode; a root
 //! workload that is not uid 0 inside; a CLI installed under a `node_modules` outside the repo;

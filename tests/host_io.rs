@@ -1,7 +1,7 @@
 //! The supervisor's own I/O on the host (DESIGN.md section 3, "The host boundary"): what
 //! sandbox-run itself opens, writes or runs on the host must not be steered by what a hostile
-//! command left in the repo. Issue 10, findings 6a (the report file), 6d (nothing runs on the
-//! host), 2d (`--repo` through a symlink) and 10 (the output the supervisor passes through).
+//! command left in the repo: the report file, nothing run on the host, `--repo` through a
+//! symlink, and the output the supervisor passes through.
 //!
 //! Each attack runs the probe inside a real sandbox (or plants what a previous run would have
 //! left), beside a positive control.

@@ -1,4 +1,4 @@
-//! The host user's side of the boundary (issue 10, findings 5 and 8): what a sandbox-run
+//! The host user's side of the boundary: what a sandbox-run
 //! started by root leaves within reach of an unprivileged host user, and what a hostile run
 //! can take from the host user's own programs.
 //!

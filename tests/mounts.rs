@@ -1,4 +1,4 @@
-//! The new root as pid 1 builds it (issue 14): system links made as links (merged /usr's
+//! The new root as pid 1 builds it: system links made as links (merged /usr's
 //! `/bin` -> `/usr/bin`), and the root tmpfs with every system bind made read-only, nosuid and
 //! nodev by one recursive `mount_setattr`. Attacked from inside, beside a control that works.
 

@@ -1,5 +1,5 @@
 //! `--net filtered` end to end: the sandbox's only way out is the supervisor's allow-list
-//! proxy (issue 12). Each test runs real clients (curl, node, npm, the probe) INSIDE a real
+//! proxy. Each test runs real clients (curl, node, npm, the probe) INSIDE a real
 //! sandbox against servers on the host's loopback, with a positive control beside each
 //! refusal: the same run with the host on the list gets through.
 
@@ -974,7 +974,7 @@ s.serve_forever()
     None
 }
 
-/// `git ls-remote` over HTTPS through the proxy (issue 12's acceptance list), against a bare
+/// `git ls-remote` over HTTPS through the proxy (what a dependency fetched from a git host does), against a bare
 /// repository served by "dumb HTTP" on the host's loopback and allowed by its literal; the
 /// same command without the entry: the 403 (git names it), the stderr line, the report entry,
 /// and no request at the server. No outside git host is needed.

@@ -1,4 +1,4 @@
-//! Prompts are data (issue 13, item 2): the arguments of a `[gate] free_text` program reach
+//! Prompts are data: the arguments of a `[gate] free_text` program reach
 //! it byte for byte (a multi-line markdown prompt with backticks, `$(`, `|`, `&&`, tabs and
 //! CRs), and `--stdin FILE|-` feeds the workload's stdin through a pipe, never from a
 //! terminal; without it stdin stays /dev/null.

@@ -1,7 +1,7 @@
-//! The host boundary, as far as the seccomp layer keeps it (issue 10, findings 4, 7 and the
-//! legacy-AIO half of 8). Each test attacks from inside a real sandbox with the probe
-//! (`examples/probe.rs`) and stands beside a positive control: the same attempt succeeding
-//! where nothing forbids it (inside with a harmless variant, or on the host, unconfined).
+//! The host boundary, as far as the seccomp layer keeps it. Each test attacks from inside a
+//! real sandbox with the probe (`examples/probe.rs`) and stands beside a positive control: the
+//! same attempt succeeding where nothing forbids it (inside with a harmless variant, or on the
+//! host, unconfined).
 //!
 //! - No set-ID file and no file capability can be left in a writable repo: a host user would
 //!   run it later from the host's own mount, where the sandbox's `nosuid` does not apply. As

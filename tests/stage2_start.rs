@@ -1,4 +1,4 @@
-//! Stage 2 starts as a fork of sandbox-run (issue 14: no re-exec, no plan through JSON), or,
+//! Stage 2 starts as a fork of sandbox-run (no re-exec, no plan through JSON), or,
 //! when sandbox-run has another thread (or `SANDBOX_RUN_STAGE2=exec` says so), as a re-exec of
 //! its binary with the plan on stdin. Both starts must give the same sandbox: every process
 //! layer in force, the caller's leaked fd and its secret variables gone, `--stdin` delivered,

@@ -1,4 +1,4 @@
-//! Toolchain binds (issue 10, findings 2c and 3): a fake home with the usual toolchain
+//! Toolchain binds: a fake home with the usual toolchain
 //! layouts and the usual credentials, the sandbox run with that `HOME` and a PATH through the
 //! toolchains. Each credential is read from inside and must be refused; the toolchains' own
 //! files must be readable (and run). Then PATH entries and links that the repo controls, or

@@ -2,8 +2,8 @@
 //! supervisor starts it ([`spawn`]).
 //!
 //! Stage 2 is a fork of the supervisor: it already holds the plan, so nothing is exec'd or
-//! parsed again (issue 14: the re-exec of the 3.5 MB binary and the plan's round trip through
-//! JSON were 1 ms of an 11 ms run). A fork is only safe from a single-threaded process (after
+//! parsed again (the re-exec of the 3.5 MB binary and the plan's round trip through JSON were
+//! 1 ms of an 11 ms run). A fork is only safe from a single-threaded process (after
 //! a fork the child may not take a lock another thread held), so the supervisor forks only when
 //! it has no other thread, which is always the case for a lone run: its threads (the proxy's,
 //! the `--stdin` copier) start after stage 2 does. When a thread of an earlier run is still
