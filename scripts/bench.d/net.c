@@ -1,4 +1,4 @@
-/* The network client (and bulk server) of scripts/bench (issue 12): what the --net filtered
+/* The network client (and bulk server) of scripts/bench: what the --net filtered
  * proxy costs, timed inside one process so that no process start is in the figures.
  *
  *   net conn N HOST PORT [PROXY_PORT]     N sequential TLS connections (TCP connect, CONNECT

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the --net filtered proxy costs (issue 12; used by scripts/bench).
+"""What the --net filtered proxy costs (used by scripts/bench).
 
   net.py OUT.json WORKDIR HELPER CONN_N ROUNDS BULK_MIB BULK_ROUNDS HOLD_N RSS_REPEAT \
       -- SANDBOX-RUN-COMMAND...

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Medians, ratios and the targets of issues 6, 12 and 14 from one scripts/bench run.
+"""Medians, ratios and the targets (PASS/MISS) from one scripts/bench run.
 
   report.py WORKDIR
 
@@ -12,7 +12,7 @@ import os
 import statistics
 import sys
 
-# In the order scripts/bench passes them to hyperfine. bwrap: as users write it (issue 14's
+# In the order scripts/bench passes them to hyperfine. bwrap: as users write it (the everyday
 # baseline); bwrap-same: given the profile's binds one by one (the same work).
 RUNNERS = ["bare", "bwrap", "bwrap-same", "sandbox-run"]
 MIB = 1024 * 1024
@@ -309,7 +309,7 @@ def main():
             v = [x[key] for x in runs if key in x]
             return med(v) / gib if v else None
 
-        p("### Network: the `--net filtered` proxy (issue 12)")
+        p("### Network: the `--net filtered` proxy")
         p("")
         p("Servers on the host's 127.0.0.1, each allowed by its literal (`--allow-host 127.0.0.1:PORT`): "
           "`openssl s_server -www` (EC P-256 certificate for IP 127.0.0.1, signed by a test CA), "
@@ -402,7 +402,7 @@ def main():
         if bound.get("raw TCP") is not None:
             why += f"; what the relay's CPU cost allows on {net.get('cpus')} CPUs: {bound['raw TCP']:.0f} %"
         net_targets = [
-            ("proxy's added cost per TLS connection (median; issue 12 sets no figure)",
+            ("proxy's added cost per TLS connection (median; reported, no target)",
              f"{cp - ch:+.2f} ms ({cp:.2f} vs {ch:.2f} ms)", None),
             ("throughput through the proxy >= 80 % of direct, raw TCP stream (100 MiB)",
              f"{100 * bp / bh:.0f} % ({bp:.0f} vs {bh:.0f} MiB/s{why})", bp >= 0.8 * bh),
@@ -424,13 +424,13 @@ def main():
                  f"{100 * ti / th:.0f} % ({ti:.0f} vs {th:.0f} MiB/s; plain tunnel "
                  f"{100 * tp / th:.0f} %)", ti >= 0.7 * th))
         net_targets.append(
-            (f"supervisor peak RSS with {net['hold_n']} tunnels <= 3 MiB (issue 14)",
+            (f"supervisor peak RSS with {net['hold_n']} tunnels <= 3 MiB",
              f"{mib(busy)} (proxy idle: {mib(idle)}; {(busy - idle) / net['hold_n']:.0f} KiB per tunnel)",
              busy <= 3 * 1024))
     elif meta.get("net_note"):
         p(f"### Network: {meta['net_note']}")
         p("")
-        net_targets = [("the --net filtered proxy (issue 12)", meta["net_note"], None)]
+        net_targets = [("the --net filtered proxy", meta["net_note"], None)]
 
     # --- a workflow runner's step -----------------------------------------------------------------
     wfr = None
@@ -465,32 +465,32 @@ def main():
     targets = []
     t = wall.get("true", {})
     s_true, cpu = t.get("sandbox-run"), t.get("sandbox-run_cpu_ms")
-    targets.append(("`true` under sandbox-run <= 4 ms wall (median; issue 14)",
+    targets.append(("`true` under sandbox-run <= 4 ms wall (median)",
                     f"{fmt_ms(s_true)} ms (bare {fmt_ms(t.get('bare'))}, bwrap {fmt_ms(t.get('bwrap'))}, "
                     f"bwrap-same {fmt_ms(t.get('bwrap-same'))})",
                     None if s_true is None else s_true <= 4))
-    targets.append(("`true` under sandbox-run <= 3 ms CPU (user + system, mean; issue 14)",
+    targets.append(("`true` under sandbox-run <= 3 ms CPU (user + system, mean)",
                     "n/a" if not cpu else f"{cpu[0] + cpu[1]:.2f} ms ({cpu[0]:.2f} user + {cpu[1]:.2f} system)",
                     None if not cpu else cpu[0] + cpu[1] <= 3))
     n = wall.get("node", {})
     if None not in (n.get("bare"), n.get("bwrap"), n.get("bwrap-same"), n.get("sandbox-run")):
         sa, wa, wsa = (n[k] - n["bare"] for k in ("sandbox-run", "bwrap", "bwrap-same"))
-        targets.append(("added latency on `node empty.js` <= 1.0x bwrap's as users write it (issue 14)",
+        targets.append(("added latency on `node empty.js` <= 1.0x bwrap's as users write it",
                         f"sandbox-run {sa:+.2f} ms, bwrap {wa:+.2f} ms ({fmt_ratio(sa, wa)})",
                         None if wa <= 0 else sa <= wa))
-        targets.append(("added latency on `node empty.js` <= 0.6x bwrap's given the same binds (issue 14)",
+        targets.append(("added latency on `node empty.js` <= 0.6x bwrap's given the same binds",
                         f"sandbox-run {sa:+.2f} ms, bwrap-same {wsa:+.2f} ms ({fmt_ratio(sa, wsa)})",
                         None if wsa <= 0 else sa <= 0.6 * wsa))
     if wfr:
-        targets.append(("per-step overhead of examples/workflow-runner <= +5 ms (median; issue 14)",
+        targets.append(("per-step overhead of examples/workflow-runner <= +5 ms (median)",
                         f"{wfr['runner - bare']:+.2f} ms (sandbox-run alone {wfr['direct - bare']:+.2f} ms)",
                         wfr["runner - bare"] <= 5))
     elif meta.get("wfr_note"):
-        targets.append(("per-step overhead of examples/workflow-runner <= +5 ms (issue 14)",
+        targets.append(("per-step overhead of examples/workflow-runner <= +5 ms",
                         meta["wfr_note"], None))
     if None not in (t.get("bare"), t.get("bwrap-same"), t.get("sandbox-run")):
         sa, wa = t["sandbox-run"] - t["bare"], t["bwrap-same"] - t["bare"]
-        targets.append(("added latency on `true` <= bubblewrap's given the same binds (issue 6)",
+        targets.append(("added latency on `true` <= bubblewrap's given the same binds",
                         f"sandbox-run {sa:+.2f} ms, bwrap-same {wa:+.2f} ms ({fmt_ratio(sa, wa)})", sa <= wa))
     if "bare" in inside and "sandbox-run" in inside:
         r = inside["sandbox-run"]["loop_ms"] / inside["bare"]["loop_ms"]
@@ -503,7 +503,7 @@ def main():
     else:
         targets.append(("syscall-heavy program <= 5 % slower than bare", "n/a", None))
     if sup:
-        targets.append(("supervisor peak RSS <= 3 MiB (issue 14; issue 6 asked 8)", mib(max(sup)),
+        targets.append(("supervisor peak RSS <= 3 MiB", mib(max(sup)),
                         max(sup) <= 3 * 1024))
     else:
         targets.append(("supervisor peak RSS <= 3 MiB", "n/a", None))
@@ -521,7 +521,7 @@ def main():
     else:
         targets.append((name, "n/a", None))
     targets += net_targets
-    p("### Targets (issues 6, 12 and 14)")
+    p("### Targets")
     p("")
     p("| target | measured | verdict |")
     p("|---|---|---|")
