@@ -457,7 +457,7 @@ pub fn judge(
     v
 }
 
-/// Human output; the exit code: 0 when every shipped profile runs fully, else 1.
+/// Human output; the exit code: see [`exit_code`].
 pub fn print(d: &Diagnosis) -> i32 {
     for c in &d.checks {
         let mark = if c.ok { "ok  " } else { "FAIL" };
@@ -485,8 +485,10 @@ pub fn print(d: &Diagnosis) -> i32 {
     exit_code(d)
 }
 
+/// 0 when every check passed and every shipped profile runs fully, else 1: a script that runs
+/// `sandbox-run doctor` as a gate stops on any line it prints as FAIL.
 pub fn exit_code(d: &Diagnosis) -> i32 {
-    if d.profiles.iter().all(|p| p.full) {
+    if d.checks.iter().all(|c| c.ok) && d.profiles.iter().all(|p| p.full) {
         0
     } else {
         1
@@ -508,6 +510,29 @@ mod tests {
 
     fn profile(name: &str) -> Profile {
         crate::profile::Loader { dirs: vec![] }.load(name).unwrap()
+    }
+
+    #[test]
+    fn any_failed_check_or_degraded_profile_is_a_nonzero_exit() {
+        let full = |p: &str| ProfileVerdict {
+            profile: p.into(),
+            full: true,
+            runs: true,
+            missing_required: vec![],
+            degraded: vec![],
+        };
+        let mut d = Diagnosis {
+            checks: vec![check("seccomp", true, "available", None)],
+            landlock_abi: 7,
+            profiles: vec![full("validate")],
+        };
+        assert_eq!(exit_code(&d), 0);
+        d.checks
+            .push(check("tiocsti", false, "dev.tty.legacy_tiocsti=1", None));
+        assert_eq!(exit_code(&d), 1, "a FAIL line exits 1");
+        d.checks.pop();
+        d.profiles[0].full = false;
+        assert_eq!(exit_code(&d), 1, "a degraded profile exits 1");
     }
 
     #[test]
