@@ -1,7 +1,8 @@
 'use strict';
-// The one platform the package's binary runs on. Checked when the package is installed (the
-// preinstall script, for an install forced past npm's own "os"/"cpu" check) and when it is
-// loaded, so that another platform gets one line saying what to do instead of an ELF error.
+// The one platform the package's binary runs on. npm refuses to install the package elsewhere
+// (package.json's "os" and "cpu": EBADPLATFORM); an install forced past that (`--force`) gets
+// this line when the package is loaded, instead of an exec format error later. No install
+// script: npm warns about every package that has one.
 
 const SUPPORTED = 'linux-x64';
 
@@ -17,11 +18,3 @@ function unsupported(platform = process.platform, arch = process.arch) {
 
 module.exports = { SUPPORTED, unsupported };
 
-// `node lib/platform.js`: the preinstall check.
-if (require.main === module) {
-  const why = unsupported();
-  if (why) {
-    console.error(why);
-    process.exit(1);
-  }
-}
