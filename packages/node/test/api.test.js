@@ -7,6 +7,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
+const { Readable } = require('node:stream');
 const h = require('./helpers');
 
 const sbx = h.pkg();
@@ -56,6 +57,8 @@ test('run(): stdin reaches the command; without it stdin is /dev/null', async (t
   const fed = await sbx.run(['sh', './read.sh'], { ...opts, stdin: 'one\ntwo\n' });
   assert.equal(fed.stdout, 'got one\ngot two\nlines 2\n', fed.stderr);
   assert.equal(fed.report.sandbox.stdin, 'pipe');
+  const streamed = await sbx.run(['sh', './read.sh'], { ...opts, stdin: Readable.from(['a\n', 'b\n', 'c\n']) });
+  assert.equal(streamed.stdout, 'got a\ngot b\ngot c\nlines 3\n', streamed.stderr);
   const none = await sbx.run(['sh', './read.sh'], opts);
   assert.equal(none.stdout, 'lines 0\n', none.stderr);
   assert.equal(none.report.sandbox.stdin, 'null');
@@ -125,6 +128,35 @@ test('an AbortSignal tears the whole sandbox down and rejects with an AbortError
   assert.deepEqual(h.processesWith(mark), []);
   await new Promise((res) => setTimeout(res, 300));
   assert.deepEqual(h.processesWith(mark), [], 'something came back after the run ended');
+});
+
+test('a sandbox-run that does not exit after the abort is SIGKILLed before the call rejects', { timeout: 20_000 }, async (t) => {
+  // A stand-in for a hung sandbox-run: ignores SIGTERM, never writes a report.
+  const fx = h.fixture('hung');
+  t.after(fx.cleanup);
+  const fake = path.join(fx.dir, 'hung-sandbox-run');
+  const ready = path.join(fx.dir, 'ready');
+  const mark = h.marker();
+  fs.writeFileSync(
+    fake,
+    `#!${process.execPath}\nprocess.on('SIGTERM', () => {});\n` +
+      `require('fs').writeFileSync(${JSON.stringify(ready)}, '');\nsetInterval(() => {}, 1000);\n`,
+    { mode: 0o755 },
+  );
+  const ac = new AbortController();
+  const pending = sbx.run(['true', mark], { profile: fx.profile, bin: fake, killGrace: 200, signal: ac.signal });
+  await h.waitFor('the fake', () => fs.existsSync(ready), h.slack(10_000));
+  assert.equal(h.processesWith(mark).length, 1);
+  const t0 = Date.now();
+  ac.abort();
+  const err = await pending.catch((e) => e);
+  assert.equal(err.name, 'AbortError');
+  assert.equal(err.result.killed, true);
+  assert.equal(err.result.signal, 'SIGKILL');
+  assert.equal(err.result.report, null);
+  assert.match(err.result.reportError, /SIGKILLed/);
+  assert.ok(Date.now() - t0 >= 200 + 2000 - 50, 'the kill grace and the slack were given');
+  assert.deepEqual(h.processesWith(mark), []);
 });
 
 test('an already aborted signal starts nothing', async (t) => {
