@@ -140,7 +140,9 @@ def main():
     bind = lambda src, dest, mode: {"destination": dest, "type": "bind", "source": src,
                                     "options": ["rbind", mode, "nosuid", "nodev"]}
     # Docker's own mounts (moby DefaultLinuxSpec), then the runner's: the host's system
-    # directories read-only, a writable home and /tmp, the work directory.
+    # directories read-only, a writable home, /tmp and /var (with /var/lib and /var/tmp, as an
+    # image has them), the work directory. (runc gives a tmpfs the mode of the directory it
+    # covers: the rootfs has /tmp at 1777.)
     spec["mounts"] = [
         {"destination": "/proc", "type": "proc", "source": "proc",
          "options": ["nosuid", "noexec", "nodev"]},
@@ -162,7 +164,7 @@ def main():
         bind(a.work, "/work", "rw"),
         tmpfs("/tmp", ["mode=1777", "size=1g"]),
         tmpfs("/run", ["mode=755", "size=64m"]),
-        tmpfs("/var", ["mode=755", "size=256m"]),
+        bind(a.work + "/../var", "/var", "rw"),
         tmpfs(home, [f"mode=700,uid={uid},gid={uid}", "size=512m"]),
     ]
 
