@@ -29,7 +29,7 @@ fail() {
     failures=$((failures + 1))
 }
 # The refusal or last line of a run's stderr, for the table.
-last_line() { grep -v '^\s*$' "$1" | tail -n 1 | cut -c1-400; }
+last_line() { grep -v "^\s*$" "$1" | tail -n 1 | cut -c1-2000; }
 
 echo "FACT uid $me"
 echo "FACT caps $(grep CapEff /proc/self/status | awk '{print $2}')"

@@ -9,6 +9,10 @@ TIER:
                  profile's namespace calls opened and /proc left unmasked: what a Docker host
                  gives with `--security-opt seccomp=<that profile> --security-opt
                  systempaths=unconfined`.
+  docker-userns-user
+                 The same as uid 1001 (`--user 1001`, the Actions runner image's user): what
+                 docs/containers.md recommends, since an unmasked /proc/sys is writable by a
+                 root container.
   docker-userns-masked
                  The same with Docker's masked and read-only /proc paths (only the seccomp
                  option): the kernel then refuses a fresh /proc in a new user namespace.
@@ -93,7 +97,7 @@ def render_seccomp(profile, caps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("tier", choices=["docker-userns", "docker-userns-masked", "docker", "k8s-restricted"])
+    ap.add_argument("tier", choices=["docker-userns", "docker-userns-user", "docker-userns-masked", "docker", "k8s-restricted"])
     ap.add_argument("spec_in")
     ap.add_argument("seccomp")
     ap.add_argument("out")
@@ -110,9 +114,11 @@ def main():
         docker_profile = json.load(f)
 
     restricted = a.tier == "k8s-restricted"
+    # Docker passes its capabilities for any user; a non-root process loses them at exec.
     caps = [] if restricted else DOCKER_CAPS
-    uid = 1001 if restricted else 0
-    home = "/home/runner" if restricted else "/root"
+    nonroot = restricted or a.tier == "docker-userns-user"
+    uid = 1001 if nonroot else 0
+    home = "/home/runner" if nonroot else "/root"
 
     p = spec["process"]
     p["terminal"] = False
@@ -171,7 +177,7 @@ def main():
     linux = spec["linux"]
     linux["namespaces"] = [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount", "cgroup")]
     # systempaths=unconfined clears both lists.
-    unmasked = a.tier == "docker-userns"
+    unmasked = a.tier in ("docker-userns", "docker-userns-user")
     linux["maskedPaths"] = [] if unmasked else MASKED
     linux["readonlyPaths"] = [] if unmasked else READONLY
     linux["cgroupsPath"] = a.cgroup
