@@ -33,7 +33,10 @@ impl Facts {
             seccomp_filtered: seccomp_mode(&status) == Some(2),
             sysctl_refuses: is("/proc/sys/user/max_user_namespaces", "0")
                 || is("/proc/sys/kernel/unprivileged_userns_clone", "0")
-                || is("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+                || is(
+                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                    "1",
+                ),
         }
     }
 }
