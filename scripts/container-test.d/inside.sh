@@ -31,6 +31,7 @@ fail() {
 # The refusal or last line of a run's stderr, for the table.
 last_line() { grep -v "^\s*$" "$1" | tail -n 1 | cut -c1-2000; }
 
+echo "FACT tier $TIER"
 echo "FACT uid $me"
 echo "FACT caps $(grep CapEff /proc/self/status | awk '{print $2}')"
 echo "FACT no_new_privs $(grep NoNewPrivs /proc/self/status | awk '{print $2}')"
@@ -69,8 +70,11 @@ example() { # NAME PROFILE REPO
     code=$?
     echo "FACT exit_$name $code"
     if [ "$code" = 0 ]; then
-        grep -q 'pass' "$OUT/$name.out" "$OUT/$name.err" && echo "SMOKE check=$name ok (npm test passed)" ||
+        if grep -q '^# pass [1-9]' "$OUT/$name.out" && grep -q '^# fail 0' "$OUT/$name.out"; then
+            echo "SMOKE check=$name ok (npm test passed)"
+        else
             fail "$name" "exit 0 but no test passed: $(tail -c 300 "$OUT/$name.out")"
+        fi
         echo "FACT degraded_$name $(jq -r '.sandbox.degraded | join(",")' "$OUT/$name.json")"
     elif [ "$code" = 125 ]; then
         line=$(last_line "$OUT/$name.err")
@@ -97,7 +101,7 @@ fi
 
 # ---- attacks, under the best-effort profile plus the probe, on the repo that ran
 repo=/work/hello
-[ "$(cat "$OUT/nons.json" 2>/dev/null | jq -r '.results[0].exit_code // 125')" = 0 ] || repo=/work/hello-u
+jq -e '.results[0].exit_code == 0' "$OUT/nons.json" >/dev/null 2>&1 || repo=/work/hello-u
 if ! jq -e '.results[0].exit_code == 0' "$OUT/nons.json" >/dev/null 2>&1 &&
     ! jq -e '.results[0].exit_code == 0' "$OUT/nons-u.json" >/dev/null 2>&1; then
     echo "FACT attacks none: no profile ran here"
