@@ -1033,6 +1033,9 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (Step::ProxySocket, libc::ETIMEDOUT | libc::ECANCELED) if !plan.secrets.is_empty() => " (the supervisor did not add the run's CA to the sandbox's trust bundle, so the workload was not started; see the line above)",
         _ => "",
     };
+    // Inside a container, its own setting is the cause to name, where it is the likely one.
+    let facts = crate::layers::container::Facts::probe();
+    let hint = crate::layers::container::hint(e.step, e.errno, facts).unwrap_or(hint);
     let errno = std::io::Error::from_raw_os_error(e.errno).to_string();
     let errno = errno
         .split(" (os error")

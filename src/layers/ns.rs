@@ -57,13 +57,17 @@ fn set_ids(ids: Ids) -> Result<(), StepError> {
 /// Can `ids` get a user namespace as stage 2 would get it? Asked only for profiles that mark
 /// namespaces best-effort, and answered by trying [`create`] (the very steps of stage 2) in
 /// a forked child: whatever decided (the sysctls, AppArmor's userns restriction, a
-/// container's seccomp profile), the attempt is the authority. The errno when they cannot.
+/// container's seccomp profile), the attempt is the authority. Then what stage 2 needs of
+/// `/proc` there ([`proc_usable`]): a container with masked `/proc` paths gives the namespace
+/// but not the sandbox's own `/proc`, and a best-effort profile then runs without namespaces
+/// rather than failing. The errno when they cannot.
 pub fn available(ids: Ids) -> Result<(), i32> {
     // SAFETY: the supervisor has started no threads, so the child may run ordinary code; it
     // leaves with _exit and never returns into the parent's stack.
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
-            let errno = match create(ids, 0, CloneFlags::empty()) {
+            let others = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+            let errno = match create(ids, 0, others).and_then(|()| proc_usable()) {
                 Ok(()) => 0,
                 Err(e) => e.errno.clamp(1, 255),
             };
@@ -77,6 +81,54 @@ pub fn available(ids: Ids) -> Result<(), i32> {
             _ => Err(libc::ECHILD),
         },
         Err(e) => Err(e as i32),
+    }
+}
+
+/// In a child that has just made its user, mount and pid namespaces ([`available`]): can
+/// stage 2 write the per-user limits ([`UserLimits`], opened for writing, nothing written) and
+/// mount a fresh `/proc` (in a forked pid 1 of the new pid namespace, over `/proc` in this
+/// private mount namespace)? A container that masks `/proc` paths or mounts `/proc/sys`
+/// read-only refuses both (EROFS; EPERM: the kernel's mount_too_revealing).
+fn proc_usable() -> Result<(), StepError> {
+    for name in USER_COUNTS {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/sys/user/{name}"))
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                return Err(StepError::new(Step::UserLimits, errno));
+            }
+        }
+    }
+    use nix::mount::{mount, MsFlags};
+    let none: Option<&str> = None;
+    // SAFETY: this child of the single-threaded supervisor is single-threaded; the grandchild
+    // only mounts and leaves with _exit.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            let r = mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+                .and_then(|()| mount(Some("proc"), "/proc", Some("proc"), flags, none));
+            let code = match r {
+                Ok(()) => 0,
+                Err(e) => (e as i32).clamp(1, 255),
+            };
+            // SAFETY: end the grandchild without running destructors.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            match nix::sys::wait::waitpid(child, None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, e)) => {
+                    Err(StepError::new(Step::MountProc, e))
+                }
+                _ => Err(StepError::new(Step::MountProc, libc::ECHILD)),
+            }
+        }
+        Err(e) => Err(StepError::new(Step::MountProc, e as i32)),
     }
 }
 
