@@ -50,7 +50,7 @@ fn seccomp_mode(status: &str) -> Option<u8> {
 }
 
 /// The seccomp filter of a container refused a new user namespace.
-pub const SECCOMP: &str = " (this process runs under a seccomp filter, as in a container: Docker's default profile and containerd's (Kubernetes' RuntimeDefault) refuse unshare, clone of namespaces and mount without CAP_SYS_ADMIN; give the container a profile that allows them (docker run --security-opt seccomp=FILE; Kubernetes: seccompProfile type Localhost; docs/containers.md makes one from Docker's), or use a profile with layers.namespaces and layers.filesystem = \"best-effort\" (landlock and seccomp only, reported degraded))";
+pub const SECCOMP: &str = " (this process runs under a seccomp filter, as in a container: Docker's default profile and containerd's (Kubernetes' RuntimeDefault) refuse unshare, clone of namespaces and mount without CAP_SYS_ADMIN; give the container a profile that allows them (docker run --security-opt seccomp=FILE; Kubernetes: seccompProfile type Localhost; docs/containers.md makes one from Docker's), or rerun with --without namespaces (landlock and seccomp only, reported degraded; as root, the repo must then belong to an unprivileged user or the profile set process.uid))";
 
 /// The container's masked /proc or read-only /proc/sys refused the sandbox's /proc or limits.
 pub const PROC: &str = " (this container masks parts of /proc or mounts /proc/sys read-only, as Docker, containerd and Kubernetes do by default, and the kernel then refuses the sandbox a /proc of its own: run the container with --security-opt systempaths=unconfined (Docker; Podman: --security-opt unmask=ALL), or in Kubernetes with securityContext.procMount: Unmasked (it needs hostUsers: false); see docs/containers.md)";
@@ -91,7 +91,7 @@ mod tests {
         let h = hint(Step::UnshareUser, libc::EPERM, filtered).unwrap();
         assert!(h.contains("--security-opt seccomp=FILE"), "{h}");
         assert!(h.contains("seccompProfile type Localhost"), "{h}");
-        assert!(h.contains("layers.namespaces"), "{h}");
+        assert!(h.contains("--without namespaces"), "{h}");
         // No filter, or a sysctl that refuses them anyway: the generic advice.
         assert_eq!(hint(Step::UnshareUser, libc::EPERM, Facts::default()), None);
         let sysctl = Facts {
