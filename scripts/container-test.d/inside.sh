@@ -63,9 +63,10 @@ extends = "validate"
 [layers]
 cgroup = "best-effort"
 EOF
-example() { # NAME PROFILE REPO
+example() { # NAME PROFILE REPO [FLAG...]
     name=$1 prof=$2 repo=$3
-    (cd "$repo" && "$BIN" --profile "$prof" --repo "$repo" --report "$OUT/$name.json" -- npm test) \
+    shift 3
+    (cd "$repo" && "$BIN" --profile "$prof" "$@" --repo "$repo" --report "$OUT/$name.json" -- npm test) \
         >"$OUT/$name.out" 2>"$OUT/$name.err" </dev/null
     code=$?
     echo "FACT exit_$name $code"
@@ -94,6 +95,8 @@ example validate validate /work/hello
 example validate-no-cgroup "$OUT/validate-no-cgroup.toml" /work/hello
 example ci ci /work/hello
 example nons "$OUT/ci-no-userns.toml" /work/hello
+# The same consent for one run, by flag (what the refusal names).
+example without-ns ci /work/hello --without namespaces
 if [ "$me" = 0 ]; then
     # Root's checkout refused without a user namespace: the same with an unprivileged owner.
     example nons-u "$OUT/ci-no-userns.toml" /work/hello-u
