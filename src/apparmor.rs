@@ -96,9 +96,7 @@ impl Facts {
             None => format!("no AppArmor profile applies to {}", self.exe.display()),
         };
         match &self.loaded {
-            Some(names) if names.iter().any(|n| *n == name) => {
-                s += &format!(" (profile {name} is loaded)")
-            }
+            Some(names) if names.contains(&name) => s += &format!(" (profile {name} is loaded)"),
             Some(_) => s += &format!(" (profile {name} is not loaded)"),
             None => {}
         }
