@@ -169,7 +169,7 @@ pub fn hint(f: &Facts) -> Option<String> {
         f.exe.display()
     );
     if f.exe == Path::new(SHIPPED_PATH) {
-        s += ": install the .deb (it installs and loads /etc/apparmor.d/sandbox-run), or";
+        s += ": install the .deb, which installs and loads /etc/apparmor.d/sandbox-run (if it was installed before AppArmor: dpkg -i it again), or";
     } else {
         s += " (profiles attach by path; the .deb's covers /usr/bin/sandbox-run only):";
     }
