@@ -213,16 +213,20 @@ pub fn diagnose() -> Diagnosis {
     if let Some(a) = &apparmor {
         found += &format!(", kernel.apparmor_restrict_unprivileged_userns={a}");
     }
+    let aa = crate::apparmor::Facts::probe();
+    if aa.restricted {
+        found += &format!("; {}", aa.describe());
+    }
     let fix = if max_ns.as_deref() == Some("0") {
-        "sysctl -w user.max_user_namespaces=15000"
+        "sysctl -w user.max_user_namespaces=15000".into()
     } else if clone.as_deref() == Some("0") {
-        "sysctl -w kernel.unprivileged_userns_clone=1"
-    } else if apparmor.as_deref() == Some("1") {
-        "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile that allows userns for sandbox-run)"
+        "sysctl -w kernel.unprivileged_userns_clone=1".into()
+    } else if let Some(h) = crate::apparmor::hint(&aa) {
+        h
     } else {
-        "inside a container: allow unshare/clone of user namespaces in its seccomp and AppArmor profiles"
+        "inside a container: allow unshare/clone of user namespaces in its seccomp and AppArmor profiles".into()
     };
-    checks.push(check("userns", userns == 0, found, Some(fix.into())));
+    checks.push(check("userns", userns == 0, found, Some(fix)));
 
     let overlay = if userns == 0 {
         in_child(|| try_userns(true))

@@ -3,6 +3,7 @@
 
 pub mod advice;
 pub mod app;
+pub mod apparmor;
 pub mod canon;
 pub mod changes;
 pub mod cli;

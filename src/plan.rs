@@ -318,17 +318,17 @@ pub fn build(
     let mut repo_mode = repo_mode_for(fs.repo, o)?;
     if !namespaces {
         if o.changes.is_some() || !o.with_changes.is_empty() {
-            return Err(format!("--changes and --with-changes need the repo's copy-on-write layer, which needs the sandbox's own namespaces; this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
+            return Err(format!("--changes and --with-changes need the repo's copy-on-write layer, which needs the sandbox's own namespaces; this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::fix()));
         }
         let why = format!("profile {} marks namespaces best-effort", profile.name);
         if profile.layers.filesystem == Requirement::Required {
-            return Err(format!("namespaces: {why}, but its filesystem layer (the new root, which needs them) is required{}", ns::FIX));
+            return Err(format!("namespaces: {why}, but its filesystem layer (the new root, which needs them) is required{}", ns::fix()));
         }
         if !landlock_ok {
-            return Err(format!("namespaces: {why}, but without landlock as well nothing would confine the filesystem{}", ns::FIX));
+            return Err(format!("namespaces: {why}, but without landlock as well nothing would confine the filesystem{}", ns::fix()));
         }
         if ids.uid == 0 {
-            return Err(format!("namespaces: {why}, but without a user namespace the command would run as root on the host: give the repo to an unprivileged owner or set process.uid in the profile{}", ns::FIX));
+            return Err(format!("namespaces: {why}, but without a user namespace the command would run as root on the host: give the repo to an unprivileged owner or set process.uid in the profile{}", ns::fix()));
         }
         degraded.push("namespaces".to_string());
         degraded.push("filesystem".to_string());
@@ -446,7 +446,7 @@ pub fn build(
     };
 
     if net == NetMode::Filtered && !namespaces {
-        return Err(format!("network: filtered needs the sandbox's own network namespace, and this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::FIX));
+        return Err(format!("network: filtered needs the sandbox's own network namespace, and this host gives none (profile {} marks namespaces best-effort){}", profile.name, ns::fix()));
     }
     // The trust bundle (`--ca-certs`, the caller's bundles, the run's CA): bound read-only
     // at fixed paths inside (or, without a new root, read where it is), and named by the

@@ -1022,7 +1022,33 @@ pub fn exit_code(f: &Finished) -> i32 {
 
 /// One line explaining a setup failure, with a fix where we know one.
 pub fn failure_line(e: &StepError, plan: &Plan) -> String {
+    // Ubuntu's AppArmor restriction lets the unshare succeed and denies the capabilities in
+    // the new namespace: any step that needs them fails with EPERM or EACCES.
+    let in_userns = matches!(
+        e.step,
+        Step::UnshareUser
+            | Step::Setgroups
+            | Step::UidMap
+            | Step::GidMap
+            | Step::Unshare
+            | Step::Hostname
+            | Step::LoopbackUp
+            | Step::NetNs
+            | Step::MountPrivate
+            | Step::MountRoot
+            | Step::MountBind
+            | Step::MountRemountRo
+            | Step::MountProc
+            | Step::MountDev
+            | Step::MountTmpfs
+            | Step::MountOverlay
+            | Step::PivotRoot
+    );
+    let apparmor = (in_userns && matches!(e.errno, libc::EPERM | libc::EACCES))
+        .then(|| crate::apparmor::hint(&crate::apparmor::Facts::probe()))
+        .flatten();
     let hint = match (e.step, e.errno) {
+        _ if apparmor.is_some() => "",
         (Step::UnshareUser, libc::EPERM | libc::ENOSPC | libc::EACCES) => {
             crate::layers::ns::FIX
         }
@@ -1050,7 +1076,10 @@ pub fn failure_line(e: &StepError, plan: &Plan) -> String {
         (_, Some(op)) => format!("{} {}", e.step.name(), op.dst().display()),
         _ => e.step.name().to_string(),
     };
-    format!("{what}: {errno}{hint}")
+    match apparmor {
+        Some(a) => format!("{what}: {errno} ({a})"),
+        None => format!("{what}: {errno}{hint}"),
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,15 @@ use nix::sched::{unshare, CloneFlags};
 /// What to check when user namespaces are not available: one text for every message.
 pub const FIX: &str = " (user namespaces are not available to this user: check 'sysctl user.max_user_namespaces' (must be > 0), 'kernel.unprivileged_userns_clone=1' on Debian-patched kernels, and 'kernel.apparmor_restrict_unprivileged_userns=0' on Ubuntu 23.10+; inside a container, allow unshare in its seccomp/AppArmor profile)";
 
+/// [`FIX`], or when Ubuntu's AppArmor restriction is what stops this binary (see
+/// [`crate::apparmor`]), what lifts it.
+pub fn fix() -> std::borrow::Cow<'static, str> {
+    match crate::apparmor::hint(&crate::apparmor::Facts::probe()) {
+        Some(h) => format!(" ({h})").into(),
+        None => FIX.into(),
+    }
+}
+
 /// Which ids the workload has on the host (and, identically mapped, inside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ids {
