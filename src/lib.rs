@@ -6,6 +6,7 @@ pub mod app;
 pub mod canon;
 pub mod changes;
 pub mod cli;
+pub mod dbus;
 pub mod doctor;
 pub mod explain;
 pub mod gene;
