@@ -52,7 +52,7 @@ use host::*;
 pub use host::{join_self, Host};
 pub use leaf::Leaf;
 use paths::*;
-pub use systemd::join_delegated_scope;
+pub use systemd::{join_delegated_scope, user_manager_answers};
 
 use serde::Serialize;
 use std::fmt;

@@ -119,6 +119,47 @@ fn ask() -> Result<String, String> {
     Err(why.join("; "))
 }
 
+/// Whether `systemd --user` answers at one of the places [`join_delegated_scope`] asks,
+/// without asking it for anything (for `doctor` and tests, which must not move): the socket
+/// that answered, or why none did.
+pub fn user_manager_answers() -> Result<PathBuf, String> {
+    let uid = euid();
+    let deadline = Instant::now() + TIMEOUT;
+    let env = |k: &str| std::env::var(k).ok();
+    let mut why = Vec::new();
+    for s in sockets(
+        env("DBUS_SESSION_BUS_ADDRESS").as_deref(),
+        env("XDG_RUNTIME_DIR").as_deref(),
+        uid,
+    ) {
+        if let Err(e) = owned_socket(&s.path, uid) {
+            why.push(e);
+            continue;
+        }
+        let answer = |s: &Socket| -> Result<(), dbus::Error> {
+            let mut c = Connection::open(&s.path, uid, deadline)?;
+            let call = if s.bus {
+                c.hello()?;
+                dbus::bus_call("GetNameOwner", vec![Value::Str(SYSTEMD.into())])
+            } else {
+                Message::call(
+                    None,
+                    SYSTEMD_PATH,
+                    "org.freedesktop.DBus.Peer",
+                    "Ping",
+                    vec![],
+                )
+            };
+            c.call(&call, &mut |_| {}).map(drop)
+        };
+        match answer(&s) {
+            Ok(()) => return Ok(s.path),
+            Err(e) => why.push(format!("{}: {e}", s.path.display())),
+        }
+    }
+    Err(why.join("; "))
+}
+
 /// `path` is a unix socket owned by `uid`.
 fn owned_socket(path: &Path, uid: u32) -> Result<(), String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
