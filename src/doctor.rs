@@ -304,7 +304,26 @@ pub fn diagnose() -> Diagnosis {
         None,
     ));
 
-    match cgroup::Host::detect() {
+    let detected = cgroup::Host::detect();
+    // Nothing delegated to this user, but each run asks systemd --user for a delegated scope.
+    let scope_from = match &detected {
+        Err(e) if e.remedy() == cgroup::Remedy::DelegateV2 && !root => {
+            cgroup::user_manager_answers()
+                .map_err(|why| tracing::debug!("no systemd --user to ask: {why}"))
+                .ok()
+        }
+        _ => None,
+    };
+    match detected {
+        Err(_) if scope_from.is_some() => checks.push(check(
+            "cgroup",
+            true,
+            format!(
+                "cgroup v2, nothing delegated to this user: each run asks systemd --user (at {}) for a delegated scope",
+                scope_from.as_deref().unwrap_or(std::path::Path::new("?")).display()
+            ),
+            None,
+        )),
         Ok(h) => {
             let v2 = h.version() == cgroup::Version::V2;
             checks.push(check("cgroup", true, h.describe(), None));
