@@ -106,10 +106,13 @@ fn ask() -> Result<String, String> {
             }
         }
         match start_scope(&s, uid, deadline) {
-            Ok(unit) => match in_unit(&unit) {
-                Ok(()) => return Ok(unit),
-                Err(e) => why.push(e),
-            },
+            // A manager started the scope: no other is asked, whatever the check finds.
+            Ok(unit) => {
+                return in_unit(&unit).map(|()| unit).map_err(|e| {
+                    why.push(e);
+                    why.join("; ")
+                })
+            }
             Err(e) => why.push(format!("{}: {e}", s.path.display())),
         }
         if Instant::now() >= deadline {
