@@ -676,8 +676,17 @@ impl Runner<'_> {
         let late = nix::unistd::geteuid().is_root() && crate::layers::cgroup::Host::v1_only();
         let mut leaf = None;
         if !late {
-            let made =
-                crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
+            // Not root and nothing delegated: a delegated scope from systemd --user, if it
+            // answers (before anything forks: it moves this process).
+            let mut notes = Vec::new();
+            let host = crate::layers::cgroup::Host::detect_or_delegate(&mut notes);
+            for n in &notes {
+                match self.verbose {
+                    0 => tracing::debug!("{n}"),
+                    _ => eprintln!("sandbox-run: {n}"),
+                }
+            }
+            let made = host.and_then(|h| self.cgroup_leaf(&h, &limits));
             leaf = self.cgroup_or_degraded(made).map_err(Fail::usage)?;
             if leaf.is_none() {
                 plan.degraded.push("cgroup".into());

@@ -53,7 +53,7 @@ pub const REQUIREMENTS: &[(&str, &str, &str)] = &[
     ("seccomp", "seccomp filters (CONFIG_SECCOMP_FILTER)", "the syscall allow-list"),
     ("i386", "i386 syscall emulation", "not needed; when on, the filter kills `int 0x80` (a foreign architecture)"),
     ("x32", "x32 syscall ABI", "not needed; when on, the filter kills x32 numbers (seccompiler does not check them)"),
-    ("cgroup", "a cgroup to create leaves in: as root any cgroup v1/v2 host, rootless a delegated cgroup v2 subtree", "memory, CPU and pids caps and the whole-tree kill"),
+    ("cgroup", "a cgroup to create leaves in: as root any cgroup v1/v2 host, rootless a delegated cgroup v2 subtree, or a systemd user manager that gives sandbox-run one (pure cgroup v2)", "memory, CPU and pids caps and the whole-tree kill"),
     ("cgroup.kill", "`cgroup.kill` (Linux 5.14+) on cgroup v2", "one-write kill of the whole tree (else freezer and a SIGKILL loop)"),
     ("memory.peak", "`memory.peak` (Linux 5.19+) on cgroup v2", "peak memory in the report"),
     ("tiocsti", "`dev.tty.legacy_tiocsti=0`", "defence in depth: TIOCSTI is also denied by the seccomp filter"),
@@ -308,7 +308,26 @@ pub fn diagnose() -> Diagnosis {
         None,
     ));
 
-    match cgroup::Host::detect() {
+    let detected = cgroup::Host::detect();
+    // Nothing delegated to this user, but each run asks systemd --user for a delegated scope.
+    let scope_from = match &detected {
+        Err(e) if e.remedy() == cgroup::Remedy::DelegateV2 && !root => {
+            cgroup::user_manager_answers()
+                .map_err(|why| tracing::debug!("no systemd --user to ask: {why}"))
+                .ok()
+        }
+        _ => None,
+    };
+    match detected {
+        Err(_) if scope_from.is_some() => checks.push(check(
+            "cgroup",
+            true,
+            format!(
+                "cgroup v2, nothing delegated to this user: each run asks systemd --user (at {}) for a delegated scope",
+                scope_from.as_deref().unwrap_or(std::path::Path::new("?")).display()
+            ),
+            None,
+        )),
         Ok(h) => {
             let v2 = h.version() == cgroup::Version::V2;
             checks.push(check("cgroup", true, h.describe(), None));

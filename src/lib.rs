@@ -7,6 +7,7 @@ pub mod apparmor;
 pub mod canon;
 pub mod changes;
 pub mod cli;
+pub mod dbus;
 pub mod doctor;
 pub mod explain;
 pub mod gene;

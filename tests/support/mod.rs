@@ -75,10 +75,18 @@ pub fn cgroup_available() -> bool {
     if !sandbox_works() {
         return false;
     }
-    match sandbox_run::layers::cgroup::Host::detect() {
+    use sandbox_run::layers::cgroup;
+    match cgroup::Host::detect() {
         Ok(_)
             if nix::unistd::geteuid().is_root()
                 || std::env::var_os("SANDBOX_RUN_VM_VARIANT").is_some() =>
+        {
+            true
+        }
+        // Nothing delegated, but sandbox-run asks systemd --user for a delegated scope.
+        Err(e)
+            if e.remedy() == cgroup::Remedy::DelegateV2
+                && cgroup::user_manager_answers().is_ok() =>
         {
             true
         }

@@ -16,7 +16,7 @@
 //! | host | parent of the leaves | leaf |
 //! |---|---|---|
 //! | cgroup v2, root | `<cgroup2 mount>/sandbox-run` (created; controllers enabled in the mount root's and its own `cgroup.subtree_control`; it never holds a process) | `sandbox-run/run-<pid>-<n>` |
-//! | cgroup v2, delegated subtree (rootless: `systemd-run --user --scope -p Delegate=yes`; or root in a container whose cgroup namespace root holds processes) | the caller's own cgroup: its processes first move into `<own>/sandbox-run-supervisor` (no internal processes), then the controllers are enabled in `<own>/cgroup.subtree_control` | `<own>/sandbox-run-<pid>-<n>` |
+//! | cgroup v2, delegated subtree (rootless: `systemd-run --user --scope -p Delegate=yes`, or the scope sandbox-run asks `systemd --user` for itself; or root in a container whose cgroup namespace root holds processes) | the caller's own cgroup: its processes first move into `<own>/sandbox-run-supervisor` (no internal processes), then the controllers are enabled in `<own>/cgroup.subtree_control` | `<own>/sandbox-run-<pid>-<n>` |
 //! | cgroup v1 / hybrid (memory, cpu, pids; cpuacct and freezer when mounted) | `<hierarchy>/<our cgroup in it>` for each hierarchy | `sandbox-run-<pid>-<n>` in each |
 //!
 //! [`Host::detect`] only looks (it changes nothing, so `doctor` may call it); the parents are
@@ -31,13 +31,18 @@
 //! Where each part lives: [`paths`] reads /proc's mountinfo and cgroup files; [`detect`] says
 //! what the host offers (v2, delegated v2, v1/hybrid) and changes nothing; [`host`] prepares
 //! the parents and makes the leaf; [`leaf`] is one run's leaf from limits to removal;
-//! [`files`] holds the small cgroupfs reads and writes they share.
+//! [`files`] holds the small cgroupfs reads and writes they share; [`systemd`] asks
+//! `systemd --user` over D-Bus for a delegated scope when nothing is delegated to a user
+//! ([`Host::detect_or_delegate`]).
 
 mod detect;
 mod files;
 mod host;
 mod leaf;
 mod paths;
+mod systemd;
+#[cfg(test)]
+mod systemd_tests;
 #[cfg(test)]
 mod tests;
 
@@ -47,6 +52,7 @@ use host::*;
 pub use host::{join_self, Host};
 pub use leaf::Leaf;
 use paths::*;
+pub use systemd::{join_delegated_scope, user_manager_answers};
 
 use serde::Serialize;
 use std::fmt;
