@@ -463,7 +463,16 @@ fn doctor_reports_every_check_and_the_readme_table_is_current() {
     let profiles = d["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 4);
     let all_full = profiles.iter().all(|p| p["full"] == true);
-    assert_eq!(o.status.code(), Some(if all_full { 0 } else { 1 }));
+    let all_ok = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["ok"] == true);
+    // Any FAIL line or a profile that cannot run fully: exit 1.
+    assert_eq!(
+        o.status.code(),
+        Some(if all_full && all_ok { 0 } else { 1 })
+    );
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let start = readme
