@@ -134,7 +134,8 @@ fi
 # delegated, as a CI runner's job or a login shell outside a scope has it), and the user has a
 # user manager (user@UID.service, started by `loginctl enable-linger`) with its user bus; the
 # user's runs get XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS as a login sets them. Processes
-# a run leaves in its service are killed by systemd when it ends (not reported as LEFTOVER).
+# a run leaves in its service are killed by systemd when it ends; those it leaves in the user's
+# manager (a scope that outlived its sandbox) are reported as LEFTOVER and killed.
 if [ "$SYSTEMD" = 1 ]; then
     loginctl enable-linger "$TUSER" || fail_setup "loginctl enable-linger $TUSER"
     i=0
@@ -150,7 +151,21 @@ if [ "$SYSTEMD" = 1 ]; then
     done
     say "FACT user=$TUSER uid=$TUID systemd=$(systemctl --version | head -n1 | cut -d' ' -f2) user_manager=user@$TUID.service since=$(cut -d' ' -f1 /proc/uptime)s user_bus=/run/user/$TUID/bus user_manager_controllers=$(tr ' ' ',' <"$CG/user.slice/user-$TUID.slice/user@$TUID.service/cgroup.controllers") payload_cgroup=$(cut -d: -f3 /proc/self/cgroup)"
     unit() { echo "vm-test-$1-$2.service"; }
-    unit_leftovers() { :; }
+    # unit_leftovers UNIT: pids in the user's manager but its own (init.scope) and its bus
+    # (dbus.service); kills them with cgroup.kill.
+    UM=$CG/user.slice/user-$TUID.slice/user@$TUID.service
+    unit_leftovers() {
+        find "$UM" -name cgroup.procs 2>/dev/null | while read -r f; do
+            case $f in */init.scope/* | */dbus.service/*) continue ;; esac
+            pids=$(tr '\n' ' ' <"$f")
+            [ -z "${pids% }" ] && continue
+            printf '%s: ' "${f#"$UM"/}"
+            for p in $pids; do
+                printf '%s[%s] ' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
+            done
+            echo 1 >"${f%/cgroup.procs}/cgroup.kill" 2>/dev/null
+        done
+    }
 else
     mkdir -p "$CG/system.slice" "$CG/user.slice/user-$TUID.slice" || fail_setup "mkdir slices"
     for s in system.slice user.slice "user.slice/user-$TUID.slice"; do
@@ -256,7 +271,9 @@ run_test() {
         echo $? >"$rcf"
     ) 2>&1 | tee "$log"
     left=$(unit_leftovers "$u")
-    [ -z "$left" ] || say "LEFTOVER run=$who test=$name processes still in ${u#"$CG"} after the run (killed): $left"
+    where=${u#"$CG"}
+    [ "$SYSTEMD" = 1 ] && where=user@$TUID.service
+    [ -z "$left" ] || say "LEFTOVER run=$who test=$name processes still in $where after the run (killed): $left"
     rc=$(cat "$rcf" 2>/dev/null || echo 97)
     t1=$(cut -d. -f1 /proc/uptime)
     summary=$(grep '^test result:' "$log" | tail -n1)
