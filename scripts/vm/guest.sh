@@ -159,7 +159,8 @@ if [ "$SYSTEMD" = 1 ]; then
             case $f in */init.scope/* | */dbus.service/*) continue ;; esac
             pids=$(tr '\n' ' ' <"$f")
             [ -z "${pids% }" ] && continue
-            printf '%s: ' "${f#"$UM"/}"
+            d=${f%/cgroup.procs}
+            printf '%s: ' "${d#"$UM"/}"
             for p in $pids; do
                 printf '%s[%s] ' "$p" "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)"
             done
