@@ -96,9 +96,8 @@ doctor_rc=$?
 doctor_has() { report_has "doctor-$1" "$D/doctor.json" "$2"; }
 case $V in
 default | x32) want_doctor=0 ;;
-# systemd: whether the user's validate runs is what the checks below try; doctor's verdict on it
-# is not asserted here
-systemd) want_doctor=$doctor_rc ;;
+# systemd: the user has a manager to ask for a delegated scope, so every layer
+systemd) want_doctor=0 ;;
 *) want_doctor=1 ;;
 esac
 if [ "$doctor_rc" = "$want_doctor" ]; then
@@ -111,6 +110,7 @@ case $V in
 default | systemd)
     doctor_has landlock-abi-2 '.checks[] | select(.key == "landlock") | .ok and (.found | test("^ABI 2 \\(no truncate, no tcp"))'
     [ "$V" = default ] && doctor_has all-profiles-full '[.profiles[] | .full] | all'
+    [ "$V" = systemd ] && doctor_has validate-runs '.profiles[] | select(.profile == "validate") | .runs and (.missing_required == [])'
     ;;
 x32)
     doctor_has x32-on '.checks[] | select(.key == "x32") | .found | startswith("enabled")'
