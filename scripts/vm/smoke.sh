@@ -30,7 +30,7 @@ cd "$D/repo" || exit 1
 # A probe profile: validate plus the probe (by path) and its directory. LAYERS: extra [layers]
 # lines. cgroup stays best-effort in these, like the end-to-end tests' profiles, so that the
 # checks below test the variant's layer and not the cgroup work in progress; the validate
-# profile itself is checked separately.
+# profile itself is checked separately. PROFILE_CGROUP (when set): the cgroup layer's mode.
 profile() {
     name=$1
     shift
@@ -41,7 +41,7 @@ profile() {
         echo '[filesystem]'
         echo "extra_ro = [\"$(dirname "$PROBE")\"]"
         echo '[layers]'
-        echo 'cgroup = "best-effort"'
+        echo "cgroup = \"${PROFILE_CGROUP:-best-effort}\""
         for l in "$@"; do echo "$l"; done
     } >"$D/$name.toml"
     echo "$D/$name.toml"
@@ -96,6 +96,8 @@ doctor_rc=$?
 doctor_has() { report_has "doctor-$1" "$D/doctor.json" "$2"; }
 case $V in
 default | x32) want_doctor=0 ;;
+# systemd: the user has a manager to ask for a delegated scope, so every layer
+systemd) want_doctor=0 ;;
 *) want_doctor=1 ;;
 esac
 if [ "$doctor_rc" = "$want_doctor" ]; then
@@ -105,9 +107,10 @@ else
     failures=$((failures + 1))
 fi
 case $V in
-default)
+default | systemd)
     doctor_has landlock-abi-2 '.checks[] | select(.key == "landlock") | .ok and (.found | test("^ABI 2 \\(no truncate, no tcp"))'
-    doctor_has all-profiles-full '[.profiles[] | .full] | all'
+    [ "$V" = default ] && doctor_has all-profiles-full '[.profiles[] | .full] | all'
+    [ "$V" = systemd ] && doctor_has validate-runs '.profiles[] | select(.profile == "validate") | .runs and (.missing_required == [])'
     ;;
 x32)
     doctor_has x32-on '.checks[] | select(.key == "x32") | .found | startswith("enabled")'
@@ -186,6 +189,63 @@ nolandlock)
     PB=$(profile best-effort 'landlock = "best-effort"')
     check best-effort-runs 0 '^pid: ok' run --profile "$PB" --repo "$D/repo" --report "$D/be.json" -- "$PROBE" pid
     report_has best-effort-reports-degraded "$D/be.json" '.sandbox.degraded | index("landlock") != null'
+    ;;
+systemd)
+    # As the user, from a system service's cgroup (not delegated: root owns it), with the user
+    # manager running and XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS set as a login sets
+    # them. The bed first: the context is what it should be.
+    own=$(cut -d: -f3 /proc/self/cgroup)
+    if [ "$WHO" != root ] && [ ! -w "/sys/fs/cgroup$own/cgroup.procs" ] &&
+        case $own in /system.slice/*.service) true ;; *) false ;; esac; then
+        echo "SMOKE check=bed-not-delegated ok (in $own, not writable by uid $(id -u))"
+    else
+        echo "SMOKE check=bed-not-delegated FAIL: in $own as uid $(id -u) (writable: $([ -w "/sys/fs/cgroup$own/cgroup.procs" ] && echo yes || echo no))"
+        failures=$((failures + 1))
+    fi
+    # (degraded: some user unit failed; the manager runs all the same)
+    check bed-user-manager 0 '^(running|degraded)' sh -c 'systemctl --user is-system-running; true'
+    check bed-user-bus 0 '' test -S "${DBUS_SESSION_BUS_ADDRESS#unix:path=}"
+
+    # caps WRAP...: the cgroup caps for the user without a delegated scope of its own. validate
+    # (every layer required) runs and its report shows the caps in force; a memory hog is
+    # OOM-killed under a 64M cap; a fork bomb stops at a pids cap of 32. Run once under the
+    # wrapper the hint names (systemd-run --user --scope -p Delegate=yes: the control, which
+    # proves the bed and the checks right) and once bare (the acceptance: sandbox-run asks the
+    # user manager for the scope itself).
+    PC=$(PROFILE_CGROUP=required profile caps)
+    caps() {
+        k=$1
+        shift
+        check "$k-validate-runs" 0 '^v[0-9]' sh -c 'cd "$1" && shift && exec "$@"' sh "$D/hello" \
+            "$@" "$BIN" --profile validate --repo "$D/hello" --report "$D/$k.json" -- node --version
+        report_has "$k-caps-in-force" "$D/$k.json" \
+            '.sandbox.cgroup.version == 2 and .sandbox.cgroup.memory_max == 2147483648 and .sandbox.cgroup.cpu_max == "200000 100000" and .sandbox.cgroup.pids_max == 256 and (.sandbox.degraded | index("cgroup") == null)'
+        check "$k-memory-hog-oom-killed" 137 'out of memory' "$@" "$BIN" --profile "$PC" \
+            --repo "$D/repo" --memory 64M --report "$D/$k-oom.json" -- "$PROBE" alloc 256
+        report_has "$k-oom-reported" "$D/$k-oom.json" \
+            '.results[0].status == "oom" and (.results[0].limits_hit | index("memory") != null) and .sandbox.cgroup.memory_max == 67108864'
+        check "$k-pids-cap-holds" 1 'fork-bomb:' "$@" "$BIN" --profile "$PC" \
+            --repo "$D/repo" --pids 32 --report "$D/$k-pids.json" -- "$PROBE" fork-bomb 200
+        report_has "$k-pids-reported" "$D/$k-pids.json" \
+            '(.results[0].limits_hit | index("pids") != null) and .sandbox.cgroup.pids_max == 32'
+    }
+    caps control systemd-run --user --scope --quiet -p Delegate=yes
+    caps caps
+    # Nothing left behind: no sandbox-run unit in the user manager, no sandbox-run cgroup.
+    units=$(systemctl --user list-units --all --plain --no-legend 'sandbox-run*' 2>&1)
+    if [ -z "$units" ]; then
+        echo "SMOKE check=no-units-left ok (systemctl --user list-units --all 'sandbox-run*': none)"
+    else
+        echo "SMOKE check=no-units-left FAIL: $(echo "$units" | tr '\n' ';' | cut -c1-300)"
+        failures=$((failures + 1))
+    fi
+    dirs=$(find /sys/fs/cgroup -name 'sandbox-run*' -type d 2>/dev/null)
+    if [ -z "$dirs" ]; then
+        echo "SMOKE check=no-cgroups-left ok (no sandbox-run* under /sys/fs/cgroup)"
+    else
+        echo "SMOKE check=no-cgroups-left FAIL: $(echo "$dirs" | tr '\n' ' ' | cut -c1-300)"
+        failures=$((failures + 1))
+    fi
     ;;
 *)
     echo "SMOKE check=variant FAIL: no smoke checks for variant $V"
