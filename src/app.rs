@@ -1,15 +1,13 @@
 //! The commands: turn parsed flags into work and an exit code.
 
 use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target, ValidateArgs};
+use crate::exit::EXIT_SANDBOX_ERROR;
 use crate::launcher::{channel::Phase, Start};
 use crate::policy::{self, Input};
 use crate::profile::{Loader, Profile, Requirement};
 use crate::report;
 use crate::workspace::Workspace;
 use std::ffi::OsString;
-
-/// Exit code for failures of sandbox-run itself (bad flag, bad profile, unusable host).
-pub const EXIT_SANDBOX_ERROR: i32 = 125;
 
 /// A failure of sandbox-run itself: one line for stderr and the exit code.
 #[derive(Debug)]

@@ -7,6 +7,7 @@ pub mod canon;
 pub mod changes;
 pub mod cli;
 pub mod doctor;
+pub mod exit;
 pub mod explain;
 pub mod gene;
 pub mod home;

@@ -313,7 +313,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         argv: argv.to_vec(),
         ok: false,
         status: Status::SandboxError,
-        exit_code: crate::app::EXIT_SANDBOX_ERROR,
+        exit_code: crate::exit::EXIT_SANDBOX_ERROR,
         signal: None,
         duration_ms: 0,
         cpu_user_ms: None,
