@@ -77,16 +77,7 @@ fn load_profile_without(name: &str, without: &[crate::cli::WithoutArg]) -> Resul
 
 /// The PATH the sandbox will use: the profile's, else the caller's.
 pub fn sandbox_path(p: &Profile) -> OsString {
-    sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
-}
-
-/// [`sandbox_path`] given the caller's PATH.
-pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> OsString {
-    match (&p.env.path, caller) {
-        (Some(path), _) => path.into(),
-        (None, Some(c)) if !c.is_empty() => c.into(),
-        _ => "/usr/local/bin:/usr/bin:/bin".into(),
-    }
+    crate::plan::sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
 }
 
 /// `--repo DIR`, else the git top level above the current directory, else that directory.

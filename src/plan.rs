@@ -281,7 +281,7 @@ pub fn build(
             Some(crate::home::ensure(&base, &below, ids.uid, ids.gid)?)
         }
     };
-    let path = crate::app::sandbox_path_from(profile, host.var("PATH"));
+    let path = sandbox_path_from(profile, host.var("PATH"));
 
     // Landlock: required means the kernel must have it at the profile's minimum ABI.
     let min_abi = profile.layers.landlock_min_abi;
@@ -710,6 +710,16 @@ pub fn build(
         keep_paths: o.keep_paths.clone(),
         file_commands,
     })
+}
+
+/// The PATH the sandbox will use: the profile's, else `caller` (the caller's PATH), else the
+/// system directories.
+pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> std::ffi::OsString {
+    match (&p.env.path, caller) {
+        (Some(path), _) => path.into(),
+        (None, Some(c)) if !c.is_empty() => c.into(),
+        _ => "/usr/local/bin:/usr/bin:/bin".into(),
+    }
 }
 
 /// `system_ro` with each entry whose last component holds a `*` (`/etc/java-*`) replaced by
