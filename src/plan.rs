@@ -779,12 +779,6 @@ fn git_dirs_outside(repo: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The variable an `extra_ro`/`extra_rw` entry names: `$NAME`, the whole entry.
-pub fn env_path_name(p: &Path) -> Option<&str> {
-    let n = p.to_str()?.strip_prefix('$')?;
-    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some(n)
-}
-
 /// `extra_ro`/`extra_rw` with each `$NAME` entry replaced by the caller's value of NAME (an
 /// unset or empty one drops the entry: `$RUNNER_TEMP` outside a runner). The value must be
 /// an absolute path of at least two components and without `..`, so `/`, `/tmp` or `/home`
@@ -792,7 +786,7 @@ pub fn env_path_name(p: &Path) -> Option<&str> {
 fn env_paths(list: &[PathBuf], host: &Host, key: &str) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in list {
-        let Some(name) = env_path_name(p) else {
+        let Some(name) = crate::profile::env_path_name(p) else {
             out.push(p.clone());
             continue;
         };

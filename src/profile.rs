@@ -535,9 +535,8 @@ impl Profile {
             ("filesystem.sys", &self.filesystem.sys),
         ] {
             // extra_ro and extra_rw may also name a caller's variable (`$RUNNER_TEMP`).
-            let var = |p: &PathBuf| {
-                key.starts_with("filesystem.extra_") && crate::plan::env_path_name(p).is_some()
-            };
+            let var =
+                |p: &PathBuf| key.starts_with("filesystem.extra_") && env_path_name(p).is_some();
             if let Some(p) = list.iter().find(|p| !p.is_absolute() && !var(p)) {
                 return bad(
                     key,
@@ -643,6 +642,12 @@ impl Profile {
         }
         out
     }
+}
+
+/// The variable an `extra_ro`/`extra_rw` entry names: `$NAME`, the whole entry.
+pub fn env_path_name(p: &Path) -> Option<&str> {
+    let n = p.to_str()?.strip_prefix('$')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some(n)
 }
 
 // ---------------------------------------------------------------------------------------------
