@@ -453,8 +453,8 @@ impl Reporter {
             results,
             sandbox,
             env_fingerprint: report::Fingerprint::probe(),
-            started_at: report::iso8601(self.started),
-            finished_at: report::iso8601(std::time::SystemTime::now()),
+            started_at: crate::units::iso8601(self.started),
+            finished_at: crate::units::iso8601(std::time::SystemTime::now()),
         }
     }
 }

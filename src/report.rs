@@ -234,30 +234,6 @@ fn cgroup_kind() -> &'static str {
     }
 }
 
-/// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
-pub fn iso8601(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
 /// `vr_<ms since epoch>_<pid>`: unique per run on one host.
 pub fn new_id(t: SystemTime) -> String {
     let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
@@ -479,7 +455,6 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_oom_count_decides_whichever_process_died() {
@@ -520,14 +495,5 @@ mod tests {
             ..with(Some(libc::SIGTERM), None, 1)
         };
         assert_eq!(st(&t), Status::Timeout);
-    }
-
-    #[test]
-    fn timestamps_match_javascript() {
-        let t = UNIX_EPOCH + Duration::from_millis(1_705_314_600_123);
-        assert_eq!(iso8601(t), "2024-01-15T10:30:00.123Z");
-        assert_eq!(iso8601(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(iso8601(leap), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -295,7 +295,7 @@ pub fn base_now(cs: &Changeset) -> Result<Vec<Base>, String> {
 
 /// Now, as RFC 3339 in UTC, to the second (`2026-11-27T13:28:05Z`).
 pub fn now_rfc3339() -> String {
-    let ms = crate::report::iso8601(std::time::SystemTime::now());
+    let ms = crate::units::iso8601(std::time::SystemTime::now());
     // `2026-11-27T13:28:05.123Z`: the seconds are what a reader of `changes list` needs.
     format!("{}Z", ms.split('.').next().unwrap_or(&ms))
 }
