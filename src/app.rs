@@ -164,7 +164,7 @@ fn home_command(
         uid,
         me,
         |k| std::env::var(k).ok(),
-        crate::home::passwd_home(uid),
+        crate::state::passwd_home(uid),
         &p.name,
     )
     .map_err(Fail::usage)?;

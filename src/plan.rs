@@ -275,7 +275,7 @@ pub fn build(
                 ids.uid,
                 host.euid,
                 |k| host.var(k).map(String::from),
-                crate::home::passwd_home(ids.uid),
+                crate::state::passwd_home(ids.uid),
                 &profile.name,
             )?;
             Some(crate::home::ensure(&base, &below, ids.uid, ids.gid)?)

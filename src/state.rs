@@ -64,6 +64,15 @@ pub fn location(
     Ok((base, below))
 }
 
+/// The passwd home of `uid` (read from /etc/passwd: no NSS in a static binary).
+pub fn passwd_home(uid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2].parse() == Ok(uid)).then(|| PathBuf::from(f[5]))
+    })
+}
+
 /// The state directory `STATE/sandbox-run/<sub...>` of the user `ids` (the user the sandbox
 /// runs as), made as [`ensure`] says; `what` names the purpose in errors. With the caller's
 /// environment (`$XDG_STATE_HOME`, `$HOME`) when the caller is that user.
@@ -73,7 +82,7 @@ pub fn dir(ids: Ids, sub: &[&str], what: &str) -> Result<PathBuf, String> {
         ids.uid,
         me,
         |k| std::env::var(k).ok(),
-        crate::home::passwd_home(ids.uid),
+        passwd_home(ids.uid),
         what,
     )?;
     below.extend(sub.iter().map(|s| s.to_string()));

@@ -113,7 +113,7 @@ fn state_base() -> Result<PathBuf, String> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute() && h != Path::new("/"))
-        .or_else(|| crate::home::passwd_home(uid))
+        .or_else(|| crate::state::passwd_home(uid))
         .map(|h| h.join(".local/state"))
         .ok_or_else(|| {
             format!("changes: user {uid} has no home directory to keep changes under (set XDG_STATE_HOME)")
