@@ -9,6 +9,7 @@ pub mod cli;
 pub mod doctor;
 pub mod exit;
 pub mod explain;
+pub(crate) mod fsops;
 pub mod gene;
 pub mod home;
 pub mod hostfs;

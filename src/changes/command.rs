@@ -1,10 +1,10 @@
 //! `sandbox-run changes list|show|diff|apply|drop`: the kept changesets, reviewed and
 //! applied or thrown away. Errors are one line (the caller prints them, exit 125).
 
-use super::fsops as fs;
 use super::store::{self, Held, Stored};
 use super::{Applied, Changeset, Kind, What};
 use crate::cli::ChangesAction;
+use crate::fsops as fs;
 use crate::hostfs::Tree;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};

@@ -92,7 +92,6 @@ pub mod apply;
 pub mod back;
 pub mod command;
 pub mod diff;
-pub(crate) mod fsops;
 pub mod owner;
 pub mod refname;
 pub mod scan;

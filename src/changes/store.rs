@@ -19,8 +19,8 @@
 //!
 //! **IDs** are `c` and 8 base32 characters, checked whenever one is read back: never a path.
 
-use super::fsops as fs;
 use super::{Changeset, Kind, What};
+use crate::fsops as fs;
 use crate::hostfs::Tree;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;

@@ -63,15 +63,12 @@ impl LayerDir {
                 let n = OsStr::new(d);
                 disk.make_dir(n, 0o700)?;
                 if me != ids.uid {
-                    crate::changes::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
+                    crate::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
                 }
             }
             // whether this filesystem can hold an upper: `holds_an_upper`, by the caller
             Ok(
-                match (
-                    crate::changes::fsops::fstat(disk.raw_fd()),
-                    std::fs::metadata(repo),
-                ) {
+                match (crate::fsops::fstat(disk.raw_fd()), std::fs::metadata(repo)) {
                     (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
                     _ => false,
                 },
@@ -113,7 +110,7 @@ const MAX_DEPTH: usize = 256;
 pub fn count(dir: &Tree) -> Count {
     let mut c = Count::default();
     let mut seen = HashSet::new();
-    if let Ok(st) = crate::changes::fsops::fstat(dir.raw_fd()) {
+    if let Ok(st) = crate::fsops::fstat(dir.raw_fd()) {
         walk(dir.raw_fd(), &st, 0, &mut c, &mut seen);
     }
     c
@@ -125,16 +122,16 @@ fn walk(fd: i32, st: &libc::stat, depth: usize, c: &mut Count, seen: &mut HashSe
     if depth >= MAX_DEPTH {
         return;
     }
-    let Ok(names) = crate::changes::fsops::names(fd) else {
+    let Ok(names) = crate::fsops::names(fd) else {
         c.unreadable = true;
         return;
     };
     for n in names {
-        let Ok(Some(st)) = crate::changes::fsops::lstat_at(fd, &n) else {
+        let Ok(Some(st)) = crate::fsops::lstat_at(fd, &n) else {
             continue;
         };
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            match crate::changes::fsops::open_at(fd, &n, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            match crate::fsops::open_at(fd, &n, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
                 Ok(sub) => walk(sub.as_raw_fd(), &st, depth + 1, c, seen),
                 Err(_) => {
                     c.bytes += st.st_blocks as u64 * 512;

@@ -429,8 +429,7 @@ pub fn scratch(
     let on_disk = match on_disk {
         Some(dir) => {
             let t = crate::hostfs::Tree::open(dir).map_err(io_err(Step::MountOverlay))?;
-            let st =
-                crate::changes::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
+            let st = crate::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
             if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o077 != 0 {
                 return Err(StepError::new(Step::MountOverlay, libc::EPERM));
             }
