@@ -19,6 +19,7 @@ pub mod net;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod refname;
 pub mod report;
 pub mod secrets;
 pub mod sink;

@@ -93,6 +93,5 @@ pub mod back;
 pub mod command;
 pub mod diff;
 pub mod owner;
-pub mod refname;
 pub mod scan;
 pub mod store;
