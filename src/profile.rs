@@ -62,16 +62,8 @@ const MAX_PROFILE_BYTES: u64 = 1 << 20;
 // The resolved profile
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RepoMode {
-    /// Copy-on-write overlay on tmpfs; writes vanish at the end of the run.
-    Overlay,
-    /// Read-write (minus the `protect` paths).
-    Rw,
-    /// Read-only.
-    Ro,
-}
+/// `filesystem.repo`: how the repo is mounted, a type of the filesystem layer below.
+pub use crate::layers::mounts::RepoMode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
