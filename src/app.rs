@@ -648,7 +648,7 @@ impl Runner<'_> {
             None => None,
         };
         // A large disk cap: the repo's layer on disk, in a dir of this run's (gone when we return).
-        let _layer = crate::layers::disk::prepare(&mut plan, host.kernel).map_err(Fail::usage)?;
+        let _layer = crate::plan::prepare_layer_dir(&mut plan, host.kernel).map_err(Fail::usage)?;
         if plan.repo_mode != crate::profile::RepoMode::Ro {
             crate::workspace::warn_foreign_owner(
                 &self.ws.repo,
@@ -759,7 +759,7 @@ impl Runner<'_> {
             );
         }
         if let Some(c) = &finished.disk_stopped {
-            eprintln!("{}", crate::layers::disk::stopped_line(c, &plan));
+            eprintln!("{}", crate::layers::disk::stopped_line(c, &plan.mounts));
         }
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
         // A command that failed after refused lookups is told which host it wanted.

@@ -51,7 +51,7 @@ pub struct Plan {
     /// namespaces; the caller removes it after the run ([`remove_scratch`]).
     pub scratch: Option<PathBuf>,
     /// A large `[limits] disk`: the host directory that holds the kept layer's upper and work
-    /// dirs instead of a tmpfs ([`crate::layers::disk::LayerDir`], made by the caller after
+    /// dirs instead of a tmpfs ([`crate::state::LayerDir`], made by the caller after
     /// [`build`]).
     #[serde(default)]
     pub layer_dir: Option<PathBuf>,
@@ -238,6 +238,39 @@ fn disk_cap(
         return None;
     }
     Some(cap)
+}
+
+/// For a plan with a kept layer whose cap is larger than
+/// [`crate::layers::disk::IN_MEMORY_MAX`]: make its layer directory and name it in the plan
+/// (the caller keeps the returned guard for the run). When it cannot be made, the layer stays
+/// on a tmpfs (one line on stderr) where the kernel's tmpfs takes user xattrs (`kernel` at
+/// least [`LAYER_KERNEL`]); before that there is no other place for it: an error.
+pub fn prepare_layer_dir(
+    plan: &mut Plan,
+    kernel: (u32, u32),
+) -> Result<Option<crate::state::LayerDir>, String> {
+    let big = crate::layers::overlay::disk_size(&plan.mounts)
+        .is_some_and(|s| s > crate::layers::disk::IN_MEMORY_MAX);
+    if !plan.namespaces || !crate::layers::overlay::kept(&plan.mounts) || !big {
+        return Ok(None);
+    }
+    let made = crate::state::LayerDir::make(plan.ids, &plan.repo).and_then(|dir| {
+        crate::layers::disk::holds_an_upper(&dir.disk)
+            .map_err(|why| format!("repo layer dir {}: {why}", dir.disk.display()))?;
+        Ok(dir)
+    });
+    match made {
+        Ok(dir) => {
+            plan.layer_dir = Some(dir.disk.clone());
+            Ok(Some(dir))
+        }
+        // The plan has the tmpfs layer to fall back on only where tmpfs takes user xattrs.
+        Err(e) if kernel >= LAYER_KERNEL => {
+            eprintln!("sandbox-run: {e}: the repo's layer is kept in memory instead (it counts against [limits] memory)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Build the plan for an allowed command. Errors are one line for exit 125.

@@ -285,6 +285,56 @@ impl Drop for RunDir {
     }
 }
 
+/// A run's private layer directory on the host ([`RunDir`] `layer-<random>`,
+/// holding `disk`); removed when dropped.
+pub struct LayerDir {
+    /// `disk`: where stage 2 mounts the overlays' upper and work dirs from.
+    pub disk: PathBuf,
+    /// The layer is on the repo's filesystem: the way back moves files by rename.
+    pub same_fs: bool,
+    _run: RunDir,
+}
+
+fn io(what: &Path, e: impl std::fmt::Display) -> String {
+    format!("repo layer dir {}: {e}", what.display())
+}
+
+impl LayerDir {
+    /// Make a run's layer directory for the user `ids` runs as (see [`crate::layers::disk`]), with
+    /// `upper` and `work` in its `disk`. `repo`: to tell whether it is on the repo's
+    /// filesystem.
+    pub fn make(ids: Ids, repo: &Path) -> Result<LayerDir, String> {
+        let me = nix::unistd::geteuid().as_raw();
+        let run = RunDir::make(ids, "layer", "repo layer dir")?;
+        let path = run.subdir("disk")?;
+        let made = (|| -> std::io::Result<bool> {
+            let disk = Tree::open(&path)?;
+            for d in ["upper", "work"] {
+                let n = OsStr::new(d);
+                disk.make_dir(n, 0o700)?;
+                if me != ids.uid {
+                    crate::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
+                }
+            }
+            // whether this filesystem can hold an upper: `holds_an_upper`, by the caller
+            Ok(
+                match (crate::fsops::fstat(disk.raw_fd()), std::fs::metadata(repo)) {
+                    (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
+                    _ => false,
+                },
+            )
+        })();
+        match made {
+            Ok(same_fs) => Ok(LayerDir {
+                disk: path,
+                same_fs,
+                _run: run,
+            }),
+            Err(e) => Err(io(&path, e)),
+        }
+    }
+}
+
 /// Where root keeps the run dirs of users without a usable home: [`SHARED_RUNS`], root's,
 /// 0711 down to it (each run dir in it is 0700, its user's, under a random name: that user
 /// can reach their own and nobody else can list any).
