@@ -2,7 +2,8 @@
 
 use crate::cli::{CheckArgs, Cli, Command, NetArg, ProfilesAction, RunArgs, Target, ValidateArgs};
 use crate::exit::EXIT_SANDBOX_ERROR;
-use crate::launcher::{channel::Phase, Start};
+use crate::launcher::Start;
+use crate::layers::channel::Phase;
 use crate::policy::{self, Input};
 use crate::profile::{Loader, Profile, Requirement};
 use crate::report;

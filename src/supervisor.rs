@@ -9,8 +9,8 @@
 //! kills everything left in the pid namespace. If sandbox-run itself is SIGKILLed, the same
 //! chain starts at stage 2's parent-death signal.
 
-use crate::launcher::channel::{self, Record};
 use crate::layers::cgroup::{Leaf, Usage};
+use crate::layers::channel::{self, Record};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
 use crate::profile::NetMode;
@@ -92,7 +92,7 @@ pub struct Finished {
     /// What the cgroup counted, when the run had one.
     pub usage: Option<Usage>,
     /// When each setup phase ended, counted from the spawn of stage 2.
-    pub timings: Vec<(crate::launcher::channel::Phase, Duration)>,
+    pub timings: Vec<(crate::layers::channel::Phase, Duration)>,
     /// How stage 2 was started.
     pub start: Option<crate::launcher::Start>,
     /// From the spawn of stage 2 to the end of the sandbox.

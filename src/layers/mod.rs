@@ -5,6 +5,7 @@
 
 pub mod caps;
 pub mod cgroup;
+pub mod channel;
 pub mod disk;
 pub mod env;
 pub mod fds;
