@@ -3,7 +3,6 @@
 
 use super::store::{self, Held, Stored};
 use super::{Applied, Changeset, Kind, What};
-use crate::cli::ChangesAction;
 use crate::fsops as fs;
 use crate::hostfs::Tree;
 use std::io::Write;
@@ -12,6 +11,27 @@ use std::path::{Path, PathBuf};
 
 /// Files larger than this are not read for a diff (shown as binary files that differ).
 const DIFF_CAP: u64 = 8 << 20;
+
+// `sandbox-run changes ACTION`, parsed by crate::cli (a plain comment: clap reads doc ones).
+#[derive(Debug, clap::Subcommand)]
+pub enum ChangesAction {
+    /// One line each: ID, when, repo, profile, entries accepted and refused, bytes.
+    List,
+    /// Every entry of a kept changeset: what happened to it, its size, why it was refused.
+    Show {
+        id: String,
+        /// The manifest as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A unified diff of the accepted entries against the repo as it is now.
+    Diff { id: String },
+    /// Apply the accepted entries, all or nothing, as the repo's owner; refused when the repo
+    /// changed at any of their paths since. The kept changeset is removed once applied.
+    Apply { id: String },
+    /// Throw a kept changeset away.
+    Drop { id: String },
+}
 
 pub fn run(action: ChangesAction) -> Result<i32, String> {
     // Errors name paths the command chose: shown, not obeyed.
