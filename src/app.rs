@@ -838,7 +838,13 @@ impl Runner<'_> {
             profile: self.profile.name.clone(),
             command: cmd.to_string(),
         };
-        Some(crate::changes::back::run(plan, layer, mode, &meta))
+        let from_plan = crate::changes::back::FromPlan {
+            layer_dir: plan.layer_dir.as_deref(),
+            keep_paths: &plan.keep_paths,
+            mounts: &plan.mounts,
+            ids: plan.ids,
+        };
+        Some(crate::changes::back::run(&from_plan, layer, mode, &meta))
     }
 
     fn cgroup_limits(&self) -> crate::layers::cgroup::Limits {
