@@ -8,8 +8,9 @@
 //! tested without those above it. `scripts/module-graph` prints who uses whom and fails on
 //! any loop. From the top:
 //!
-//! - `app`: the commands: turns the parsed command line into work and an exit code. May use
-//!   everything below.
+//! - `app`: the commands: turns the parsed command line into work and an exit code. `app.rs`
+//!   only dispatches; each command is a room in `src/app/` (`run.rs`, `validate.rs`,
+//!   `check.rs`, ...) built on `resolve`, `report_sink` and `runner`. May use everything below.
 //! - `cli`: the command line (clap). Uses `changes` (the `changes` subcommand and the
 //!   `--changes` mode) and `secrets`, `units`.
 //! - `explain`, `advice`, `doctor`: what a user reads before or after a run (`explain` a plan
