@@ -15,8 +15,10 @@
 //!   `--changes` mode) and `secrets`, `units`.
 //! - `explain`, `advice`, `doctor`: what a user reads before or after a run (`explain` a plan
 //!   and its report, fixes for a host, the host check); `doctor` uses `advice`.
-//! - `report`: the JSON report of a run, from the plan and the supervisor's outcome.
+//! - `report`: the JSON report of a run, from the plan and the run's `outcome`.
 //! - `supervisor`: the run's life: spawns the launcher, watches, kills, collects the outcome.
+//! - `outcome`: what a run came to (`Finished`, `Lost`) and the exit code it means, filled by
+//!   `supervisor`, read by `report` and `app`.
 //! - `launcher`: stage 2 and pid 1 inside the sandbox, applying the layers of a plan.
 //! - `plan`: everything decided before the fork, from the profile, the host and the flags.
 //! - `changes`: the way back of a kept layer (scan, store, apply, the `changes` command).
@@ -50,6 +52,7 @@ pub mod hostfs;
 pub mod launcher;
 pub mod layers;
 pub mod net;
+pub mod outcome;
 pub mod plan;
 pub mod policy;
 pub mod profile;

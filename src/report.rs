@@ -2,9 +2,9 @@
 //! consumers keep working, with the status taxonomy, timings, resource usage and the layers
 //! that were really in force.
 
+use crate::outcome::Finished;
 use crate::plan::Plan;
 use crate::policy::Verdict;
-use crate::supervisor::Finished;
 use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -313,7 +313,7 @@ pub fn ran(
     capture: bool,
     error: Option<String>,
 ) -> CommandResult {
-    let code = crate::supervisor::exit_code(f);
+    let code = crate::outcome::exit_code(f);
     let signal = f
         .status
         .filter(|s| libc::WIFSIGNALED(*s))
@@ -358,7 +358,7 @@ pub fn ran(
     }
 }
 
-/// The status of a run that started: `code` from [`crate::supervisor::exit_code`], `signal`
+/// The status of a run that started: `code` from [`crate::outcome::exit_code`], `signal`
 /// the workload's own.
 fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
     if f.failure.is_some() {
@@ -368,7 +368,7 @@ fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
         }
     } else if f.timed_out {
         Status::Timeout
-    } else if crate::supervisor::oom_hit(f) {
+    } else if crate::outcome::oom_hit(f) {
         // The cgroup's own OOM count decides, whichever process the kernel chose: the
         // workload, a helper it shrugged off, or the sandbox's init or stage 2.
         Status::Oom
@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn the_oom_count_decides_whichever_process_died() {
         use crate::layers::cgroup::Usage;
-        use crate::supervisor::{exit_code, Lost};
+        use crate::outcome::{exit_code, Lost};
         let with = |status: Option<i32>, lost: Option<Lost>, oom_kills: u64| Finished {
             status,
             lost,

@@ -214,7 +214,7 @@ impl Runner<'_> {
         &self,
         cmd: &str,
         plan: &crate::plan::Plan,
-        f: &crate::supervisor::Finished,
+        f: &crate::outcome::Finished,
     ) -> Option<crate::changes::back::RepoChanges> {
         use crate::changes::back::{Mode, RepoChanges};
         if !crate::layers::overlay::kept(&plan.mounts) {
@@ -339,7 +339,7 @@ fn timings_line(
     before: std::time::Duration,
     plan: std::time::Duration,
     cgroup: std::time::Duration,
-    f: &crate::supervisor::Finished,
+    f: &crate::outcome::Finished,
     teardown: std::time::Duration,
 ) -> String {
     let ms = |d: std::time::Duration| format!("{:.2}ms", d.as_secs_f64() * 1000.0);
