@@ -1,9 +1,10 @@
 //! The commands: turn parsed flags into work and an exit code. This file only dispatches;
 //! each command is a room of its own below (`run`, `validate`, `check`, `doctor`, `home`,
-//! `profiles`; `changes` is [`crate::changes::command`]), built from the shared pieces:
+//! `profiles`, `changes`), built from the shared pieces:
 //! [`resolve`] (profile, workspace, gate), [`report_sink`] (the `--report`) and `runner`
 //! (one command in a fresh sandbox).
 
+mod changes;
 mod check;
 mod doctor;
 mod home;
@@ -62,6 +63,6 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
             user,
         } => home::home_command(&profile, &seed, user.as_deref(), verbose, cli.quiet),
         Command::Profiles { action } => profiles::profiles(action.unwrap_or(ProfilesAction::List)),
-        Command::Changes { action } => crate::changes::command::run(action).map_err(Fail::usage),
+        Command::Changes { action } => changes::run(action).map_err(Fail::usage),
     }
 }

@@ -65,8 +65,28 @@ pub enum Command {
     /// The changesets kept for review: list, show, diff, apply or drop them.
     Changes {
         #[command(subcommand)]
-        action: crate::changes::command::ChangesAction,
+        action: ChangesAction,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChangesAction {
+    /// One line each: ID, when, repo, profile, entries accepted and refused, bytes.
+    List,
+    /// Every entry of a kept changeset: what happened to it, its size, why it was refused.
+    Show {
+        id: String,
+        /// The manifest as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A unified diff of the accepted entries against the repo as it is now.
+    Diff { id: String },
+    /// Apply the accepted entries, all or nothing, as the repo's owner; refused when the repo
+    /// changed at any of their paths since. The kept changeset is removed once applied.
+    Apply { id: String },
+    /// Throw a kept changeset away.
+    Drop { id: String },
 }
 
 #[derive(Debug, Subcommand)]

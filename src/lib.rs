@@ -11,8 +11,8 @@
 //! - `app`: the commands: turns the parsed command line into work and an exit code. `app.rs`
 //!   only dispatches; each command is a room in `src/app/` (`run.rs`, `validate.rs`,
 //!   `check.rs`, ...) built on `resolve`, `report_sink` and `runner`. May use everything below.
-//! - `cli`: the command line (clap). Uses `changes` (the `changes` subcommand and the
-//!   `--changes` mode) and `secrets`, `units`.
+//! - `cli`: the command line (clap). Uses `changes` (the `--changes` mode), `secrets` and
+//!   `units`.
 //! - `explain`, `advice`, `doctor`: what a user reads before or after a run (`explain` a plan
 //!   and its report, fixes for a host, the host check); `doctor` uses `advice`.
 //! - `report`: the JSON report of a run, from the plan and the run's `outcome`.
@@ -21,7 +21,8 @@
 //!   `supervisor`, read by `report` and `app`.
 //! - `launcher`: stage 2 and pid 1 inside the sandbox, applying the layers of a plan.
 //! - `plan`: everything decided before the fork, from the profile, the host and the flags.
-//! - `changes`: the way back of a kept layer (scan, store, apply, the `changes` command).
+//! - `changes`: the way back of a kept layer (scan, store, apply); the `changes` command that
+//!   reviews what it kept is a room of `app`.
 //! - `profile`, `secrets`, `toolchain`, `trust`: the policy's data: the profile (it uses
 //!   `secrets` to check its entries), the secrets a run gets, the toolchains it binds, the CA
 //!   bundle it trusts.
@@ -30,7 +31,8 @@
 //! - `layers`: the kernel mechanisms, one per file, with the channel records stage 2 and pid 1
 //!   send (`layers::channel`). They take parameters of their own types, never the plan or the
 //!   profile.
-//! - `net`: the network's own pieces (allow-list, proxy, name service, TLS), beside `layers`.
+//! - `net`: the network's own pieces (allow-list, proxy, name service, TLS); uses only `sink`
+//!   and `sys`.
 //! - `fsops`, `workspace`, `strict_modes`: directory-fd operations, the repo and cwd, strict
 //!   file modes; they use `hostfs` only.
 //! - At the bottom, using nothing of the crate: `sys`, `units` (sizes, durations, the

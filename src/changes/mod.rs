@@ -90,7 +90,6 @@ pub enum Applied {
 
 pub mod apply;
 pub mod back;
-pub mod command;
 pub mod diff;
 pub mod owner;
 pub mod scan;
