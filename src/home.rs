@@ -88,15 +88,6 @@ pub fn ensure(base: &Path, below: &[String], uid: u32, gid: u32) -> Result<PathB
     crate::state::ensure(base, below, 3, crate::layers::ns::Ids { uid, gid }, "home")
 }
 
-/// The passwd home of `uid` (read from /etc/passwd: no NSS in a static binary).
-pub fn passwd_home(uid: u32) -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 6 && f[2].parse() == Ok(uid)).then(|| PathBuf::from(f[5]))
-    })
-}
-
 /// `user.name` and `user.email` of the caller's global git config: `$XDG_CONFIG_HOME/git/config`
 /// (or `~/.config/git/config`), then `~/.gitconfig`, the later winning as in git. Read
 /// without running git, through [`crate::hostfs`] (no link followed in the file's name,

@@ -1,5 +1,43 @@
 //! sandbox-run: a deny-by-default policy gate in front of a kernel-confined child.
 //! See `DESIGN.md` (shared) for the contracts and the architecture.
+//!
+//! # Which module may use which
+//!
+//! Imports go one way, down: a top-level module uses only modules on the lines below its own
+//! (and, on its own line, only as said there), never one above, so each can be read and
+//! tested without those above it. `scripts/module-graph` prints who uses whom and fails on
+//! any loop. From the top:
+//!
+//! - `app`: the commands: turns the parsed command line into work and an exit code. `app.rs`
+//!   only dispatches; each command is a room in `src/app/` (`run.rs`, `validate.rs`,
+//!   `check.rs`, ...) built on `resolve`, `report_sink` and `runner`. May use everything below.
+//! - `cli`: the command line (clap). Uses `changes` (the `--changes` mode), `secrets` and
+//!   `units`.
+//! - `explain`, `advice`, `doctor`: what a user reads before or after a run (`explain` a plan
+//!   and its report, fixes for a host, the host check); `doctor` uses `advice`.
+//! - `report`: the JSON report of a run, from the plan and the run's `outcome`.
+//! - `supervisor`: the run's life: spawns the launcher, watches, kills, collects the outcome.
+//! - `outcome`: what a run came to (`Finished`, `Lost`) and the exit code it means, filled by
+//!   `supervisor`, read by `report` and `app`.
+//! - `launcher`: stage 2 and pid 1 inside the sandbox, applying the layers of a plan.
+//! - `plan`: everything decided before the fork, from the profile, the host and the flags.
+//! - `changes`: the way back of a kept layer (scan, store, apply); the `changes` command that
+//!   reviews what it kept is a room of `app`.
+//! - `profile`, `secrets`, `toolchain`, `trust`: the policy's data: the profile (it uses
+//!   `secrets` to check its entries), the secrets a run gets, the toolchains it binds, the CA
+//!   bundle it trusts.
+//! - `state`, `home`: sandbox-run's own directories on the host (run dirs, the layer dir) and
+//!   the kept homes built on them (`home` uses `state`).
+//! - `layers`: the kernel mechanisms, one per file, with the channel records stage 2 and pid 1
+//!   send (`layers::channel`). They take parameters of their own types, never the plan or the
+//!   profile.
+//! - `net`: the network's own pieces (allow-list, proxy, name service, TLS); uses only `sink`
+//!   and `sys`.
+//! - `fsops`, `workspace`, `strict_modes`: directory-fd operations, the repo and cwd, strict
+//!   file modes; they use `hostfs` only.
+//! - At the bottom, using nothing of the crate: `sys`, `units` (sizes, durations, the
+//!   timestamp format), `canon`, `hostfs`, `sink`, `policy`, `gene`, `exit` (exit codes),
+//!   `refname` (git's ref-name rules).
 
 pub mod advice;
 pub mod app;
@@ -9,16 +47,20 @@ pub mod changes;
 pub mod cli;
 pub mod dbus;
 pub mod doctor;
+pub mod exit;
 pub mod explain;
+pub(crate) mod fsops;
 pub mod gene;
 pub mod home;
 pub mod hostfs;
 pub mod launcher;
 pub mod layers;
 pub mod net;
+pub mod outcome;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod refname;
 pub mod report;
 pub mod secrets;
 pub mod sink;

@@ -1,6 +1,7 @@
 use clap::Parser;
-use sandbox_run::app::{self, EXIT_SANDBOX_ERROR};
+use sandbox_run::app;
 use sandbox_run::cli::Cli;
+use sandbox_run::exit::EXIT_SANDBOX_ERROR;
 
 fn main() {
     let _ = sandbox_run::app::STARTED.set(std::time::Instant::now());

@@ -51,7 +51,7 @@ pub struct Plan {
     /// namespaces; the caller removes it after the run ([`remove_scratch`]).
     pub scratch: Option<PathBuf>,
     /// A large `[limits] disk`: the host directory that holds the kept layer's upper and work
-    /// dirs instead of a tmpfs ([`crate::layers::disk::LayerDir`], made by the caller after
+    /// dirs instead of a tmpfs ([`crate::state::LayerDir`], made by the caller after
     /// [`build`]).
     #[serde(default)]
     pub layer_dir: Option<PathBuf>,
@@ -240,6 +240,39 @@ fn disk_cap(
     Some(cap)
 }
 
+/// For a plan with a kept layer whose cap is larger than
+/// [`crate::layers::disk::IN_MEMORY_MAX`]: make its layer directory and name it in the plan
+/// (the caller keeps the returned guard for the run). When it cannot be made, the layer stays
+/// on a tmpfs (one line on stderr) where the kernel's tmpfs takes user xattrs (`kernel` at
+/// least [`LAYER_KERNEL`]); before that there is no other place for it: an error.
+pub fn prepare_layer_dir(
+    plan: &mut Plan,
+    kernel: (u32, u32),
+) -> Result<Option<crate::state::LayerDir>, String> {
+    let big = crate::layers::overlay::disk_size(&plan.mounts)
+        .is_some_and(|s| s > crate::layers::disk::IN_MEMORY_MAX);
+    if !plan.namespaces || !crate::layers::overlay::kept(&plan.mounts) || !big {
+        return Ok(None);
+    }
+    let made = crate::state::LayerDir::make(plan.ids, &plan.repo).and_then(|dir| {
+        crate::layers::disk::holds_an_upper(&dir.disk)
+            .map_err(|why| format!("repo layer dir {}: {why}", dir.disk.display()))?;
+        Ok(dir)
+    });
+    match made {
+        Ok(dir) => {
+            plan.layer_dir = Some(dir.disk.clone());
+            Ok(Some(dir))
+        }
+        // The plan has the tmpfs layer to fall back on only where tmpfs takes user xattrs.
+        Err(e) if kernel >= LAYER_KERNEL => {
+            eprintln!("sandbox-run: {e}: the repo's layer is kept in memory instead (it counts against [limits] memory)");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Build the plan for an allowed command. Errors are one line for exit 125.
 pub fn build(
     profile: &Profile,
@@ -275,13 +308,13 @@ pub fn build(
                 ids.uid,
                 host.euid,
                 |k| host.var(k).map(String::from),
-                crate::home::passwd_home(ids.uid),
+                crate::state::passwd_home(ids.uid),
                 &profile.name,
             )?;
             Some(crate::home::ensure(&base, &below, ids.uid, ids.gid)?)
         }
     };
-    let path = crate::app::sandbox_path_from(profile, host.var("PATH"));
+    let path = sandbox_path_from(profile, host.var("PATH"));
 
     // Landlock: required means the kernel must have it at the profile's minimum ABI.
     let min_abi = profile.layers.landlock_min_abi;
@@ -712,6 +745,16 @@ pub fn build(
     })
 }
 
+/// The PATH the sandbox will use: the profile's, else `caller` (the caller's PATH), else the
+/// system directories.
+pub fn sandbox_path_from(p: &Profile, caller: Option<&str>) -> std::ffi::OsString {
+    match (&p.env.path, caller) {
+        (Some(path), _) => path.into(),
+        (None, Some(c)) if !c.is_empty() => c.into(),
+        _ => "/usr/local/bin:/usr/bin:/bin".into(),
+    }
+}
+
 /// `system_ro` with each entry whose last component holds a `*` (`/etc/java-*`) replaced by
 /// the host's matching entries, sorted; other entries as they are. Only the last component
 /// is a pattern: the directory listed is a system one the profile names, never the repo.
@@ -769,12 +812,6 @@ fn git_dirs_outside(repo: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The variable an `extra_ro`/`extra_rw` entry names: `$NAME`, the whole entry.
-pub fn env_path_name(p: &Path) -> Option<&str> {
-    let n = p.to_str()?.strip_prefix('$')?;
-    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some(n)
-}
-
 /// `extra_ro`/`extra_rw` with each `$NAME` entry replaced by the caller's value of NAME (an
 /// unset or empty one drops the entry: `$RUNNER_TEMP` outside a runner). The value must be
 /// an absolute path of at least two components and without `..`, so `/`, `/tmp` or `/home`
@@ -782,7 +819,7 @@ pub fn env_path_name(p: &Path) -> Option<&str> {
 fn env_paths(list: &[PathBuf], host: &Host, key: &str) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in list {
-        let Some(name) = env_path_name(p) else {
+        let Some(name) = crate::profile::env_path_name(p) else {
             out.push(p.clone());
             continue;
         };

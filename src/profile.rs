@@ -62,16 +62,8 @@ const MAX_PROFILE_BYTES: u64 = 1 << 20;
 // The resolved profile
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RepoMode {
-    /// Copy-on-write overlay on tmpfs; writes vanish at the end of the run.
-    Overlay,
-    /// Read-write (minus the `protect` paths).
-    Rw,
-    /// Read-only.
-    Ro,
-}
+/// `filesystem.repo`: how the repo is mounted, a type of the filesystem layer below.
+pub use crate::layers::mounts::RepoMode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -535,9 +527,8 @@ impl Profile {
             ("filesystem.sys", &self.filesystem.sys),
         ] {
             // extra_ro and extra_rw may also name a caller's variable (`$RUNNER_TEMP`).
-            let var = |p: &PathBuf| {
-                key.starts_with("filesystem.extra_") && crate::plan::env_path_name(p).is_some()
-            };
+            let var =
+                |p: &PathBuf| key.starts_with("filesystem.extra_") && env_path_name(p).is_some();
             if let Some(p) = list.iter().find(|p| !p.is_absolute() && !var(p)) {
                 return bad(
                     key,
@@ -643,6 +634,12 @@ impl Profile {
         }
         out
     }
+}
+
+/// The variable an `extra_ro`/`extra_rw` entry names: `$NAME`, the whole entry.
+pub fn env_path_name(p: &Path) -> Option<&str> {
+    let n = p.to_str()?.strip_prefix('$')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')).then_some(n)
 }
 
 // ---------------------------------------------------------------------------------------------

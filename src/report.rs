@@ -2,9 +2,9 @@
 //! consumers keep working, with the status taxonomy, timings, resource usage and the layers
 //! that were really in force.
 
+use crate::outcome::Finished;
 use crate::plan::Plan;
 use crate::policy::Verdict;
-use crate::supervisor::Finished;
 use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -234,30 +234,6 @@ fn cgroup_kind() -> &'static str {
     }
 }
 
-/// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
-pub fn iso8601(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
 /// `vr_<ms since epoch>_<pid>`: unique per run on one host.
 pub fn new_id(t: SystemTime) -> String {
     let ms = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
@@ -313,7 +289,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         argv: argv.to_vec(),
         ok: false,
         status: Status::SandboxError,
-        exit_code: crate::app::EXIT_SANDBOX_ERROR,
+        exit_code: crate::exit::EXIT_SANDBOX_ERROR,
         signal: None,
         duration_ms: 0,
         cpu_user_ms: None,
@@ -337,7 +313,7 @@ pub fn ran(
     capture: bool,
     error: Option<String>,
 ) -> CommandResult {
-    let code = crate::supervisor::exit_code(f);
+    let code = crate::outcome::exit_code(f);
     let signal = f
         .status
         .filter(|s| libc::WIFSIGNALED(*s))
@@ -382,7 +358,7 @@ pub fn ran(
     }
 }
 
-/// The status of a run that started: `code` from [`crate::supervisor::exit_code`], `signal`
+/// The status of a run that started: `code` from [`crate::outcome::exit_code`], `signal`
 /// the workload's own.
 fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
     if f.failure.is_some() {
@@ -392,7 +368,7 @@ fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
         }
     } else if f.timed_out {
         Status::Timeout
-    } else if crate::supervisor::oom_hit(f) {
+    } else if crate::outcome::oom_hit(f) {
         // The cgroup's own OOM count decides, whichever process the kernel chose: the
         // workload, a helper it shrugged off, or the sandbox's init or stage 2.
         Status::Oom
@@ -479,12 +455,11 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn the_oom_count_decides_whichever_process_died() {
         use crate::layers::cgroup::Usage;
-        use crate::supervisor::{exit_code, Lost};
+        use crate::outcome::{exit_code, Lost};
         let with = |status: Option<i32>, lost: Option<Lost>, oom_kills: u64| Finished {
             status,
             lost,
@@ -520,14 +495,5 @@ mod tests {
             ..with(Some(libc::SIGTERM), None, 1)
         };
         assert_eq!(st(&t), Status::Timeout);
-    }
-
-    #[test]
-    fn timestamps_match_javascript() {
-        let t = UNIX_EPOCH + Duration::from_millis(1_705_314_600_123);
-        assert_eq!(iso8601(t), "2024-01-15T10:30:00.123Z");
-        assert_eq!(iso8601(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
-        assert_eq!(iso8601(leap), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -64,6 +64,15 @@ pub fn location(
     Ok((base, below))
 }
 
+/// The passwd home of `uid` (read from /etc/passwd: no NSS in a static binary).
+pub fn passwd_home(uid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2].parse() == Ok(uid)).then(|| PathBuf::from(f[5]))
+    })
+}
+
 /// The state directory `STATE/sandbox-run/<sub...>` of the user `ids` (the user the sandbox
 /// runs as), made as [`ensure`] says; `what` names the purpose in errors. With the caller's
 /// environment (`$XDG_STATE_HOME`, `$HOME`) when the caller is that user.
@@ -73,7 +82,7 @@ pub fn dir(ids: Ids, sub: &[&str], what: &str) -> Result<PathBuf, String> {
         ids.uid,
         me,
         |k| std::env::var(k).ok(),
-        crate::home::passwd_home(ids.uid),
+        passwd_home(ids.uid),
         what,
     )?;
     below.extend(sub.iter().map(|s| s.to_string()));
@@ -273,6 +282,56 @@ impl RunDir {
 impl Drop for RunDir {
     fn drop(&mut self) {
         remove_entry(&self.runs, &self.name);
+    }
+}
+
+/// A run's private layer directory on the host ([`RunDir`] `layer-<random>`,
+/// holding `disk`); removed when dropped.
+pub struct LayerDir {
+    /// `disk`: where stage 2 mounts the overlays' upper and work dirs from.
+    pub disk: PathBuf,
+    /// The layer is on the repo's filesystem: the way back moves files by rename.
+    pub same_fs: bool,
+    _run: RunDir,
+}
+
+fn io(what: &Path, e: impl std::fmt::Display) -> String {
+    format!("repo layer dir {}: {e}", what.display())
+}
+
+impl LayerDir {
+    /// Make a run's layer directory for the user `ids` runs as (see [`crate::layers::disk`]), with
+    /// `upper` and `work` in its `disk`. `repo`: to tell whether it is on the repo's
+    /// filesystem.
+    pub fn make(ids: Ids, repo: &Path) -> Result<LayerDir, String> {
+        let me = nix::unistd::geteuid().as_raw();
+        let run = RunDir::make(ids, "layer", "repo layer dir")?;
+        let path = run.subdir("disk")?;
+        let made = (|| -> std::io::Result<bool> {
+            let disk = Tree::open(&path)?;
+            for d in ["upper", "work"] {
+                let n = OsStr::new(d);
+                disk.make_dir(n, 0o700)?;
+                if me != ids.uid {
+                    crate::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
+                }
+            }
+            // whether this filesystem can hold an upper: `holds_an_upper`, by the caller
+            Ok(
+                match (crate::fsops::fstat(disk.raw_fd()), std::fs::metadata(repo)) {
+                    (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
+                    _ => false,
+                },
+            )
+        })();
+        match made {
+            Ok(same_fs) => Ok(LayerDir {
+                disk: path,
+                same_fs,
+                _run: run,
+            }),
+            Err(e) => Err(io(&path, e)),
+        }
     }
 }
 

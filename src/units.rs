@@ -1,6 +1,7 @@
 //! Durations (`90s`, `5m`, `500ms`) and sizes (`512M`, `2G`) as written in profiles and flags.
 //!
-//! Both print back in the shortest exact form, so `profiles show` round-trips.
+//! Both print back in the shortest exact form, so `profiles show` round-trips. Also the one
+//! timestamp format of reports and changesets ([`iso8601`]).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -168,6 +169,30 @@ serde_via_display!(Duration, "duration string such as \"90s\"");
 serde_via_display!(Size, "size string such as \"512M\"");
 serde_via_display!(Cap, "size string such as \"2G\", or \"off\"");
 
+/// RFC 3339 UTC with milliseconds, like JavaScript's `toISOString()`.
+pub fn iso8601(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +244,15 @@ mod tests {
         for bad in ["0", "", "none", "-1G"] {
             assert!(bad.parse::<Cap>().is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn timestamps_match_javascript() {
+        use std::time::UNIX_EPOCH;
+        let t = UNIX_EPOCH + std::time::Duration::from_millis(1_705_314_600_123);
+        assert_eq!(iso8601(t), "2024-01-15T10:30:00.123Z");
+        assert_eq!(iso8601(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(iso8601(leap), "2000-02-29T00:00:00.000Z");
     }
 }

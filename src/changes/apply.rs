@@ -18,8 +18,8 @@
 //! link is never followed on either side, a FIFO or device in the target is never opened,
 //! and only regular files, directories and links are made.
 
-use super::fsops as fs;
 use super::{Applied, Changeset, Entry, Kind, What};
+use crate::fsops as fs;
 use crate::hostfs::Tree;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};

@@ -10,10 +10,10 @@
 use super::{scan, Applied, Changeset, Entry, Kind, What};
 use crate::hostfs::Tree;
 use crate::layers::mounts::Op;
-use crate::plan::Plan;
+use crate::layers::ns::Ids;
 use serde::Serialize;
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What `--changes` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,8 +84,20 @@ pub struct Meta {
     pub command: String,
 }
 
+/// What the way back takes of the run's plan (the caller fills it from the plan).
+pub struct FromPlan<'a> {
+    /// The disk layer's directory on the host, when the layer is on disk.
+    pub layer_dir: Option<&'a Path>,
+    /// Repo-relative paths the copy-back leaves alone.
+    pub keep_paths: &'a [PathBuf],
+    /// The run's mounts: its kept overlays, git views and the layer's cap.
+    pub mounts: &'a [Op],
+    /// The workload's ids, as which the changes are applied.
+    pub ids: Ids,
+}
+
 /// The way back for one run: `layer` is the disk layer stage 2 handed over.
-pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -> RepoChanges {
+pub fn run(plan: &FromPlan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -> RepoChanges {
     // A layer on disk is opened where it lies on the host, not through stage 2's bind of it:
     // a rename never crosses mounts, even within one filesystem.
     let disk = match (&plan.layer_dir, layer.try_clone()) {
@@ -118,8 +130,8 @@ pub fn run(plan: &Plan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Meta) -
         }
     };
     let limits = scan::Limits {
-        keep: plan.keep_paths.clone(),
-        max_bytes: crate::layers::overlay::disk_size(&plan.mounts).filter(|s| *s > 0),
+        keep: plan.keep_paths.to_vec(),
+        max_bytes: crate::layers::overlay::disk_size(plan.mounts).filter(|s| *s > 0),
     };
     let cs = match scan::scan(&roots, &limits) {
         Ok(cs) => cs,
@@ -279,7 +291,7 @@ fn say_refused(cs: &Changeset) {
 
 /// The kept layer's roots: the repo, then each git dir outside it, with their upper dirs on
 /// the disk layer, the host dirs opened without links, and the git dirs of the run in each.
-fn roots(plan: &Plan, disk: &Tree) -> Result<Vec<scan::Root>, String> {
+fn roots(plan: &FromPlan, disk: &Tree) -> Result<Vec<scan::Root>, String> {
     let mut kept: Vec<(usize, PathBuf)> = plan
         .mounts
         .iter()

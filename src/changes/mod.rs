@@ -90,10 +90,7 @@ pub enum Applied {
 
 pub mod apply;
 pub mod back;
-pub mod command;
 pub mod diff;
-pub(crate) mod fsops;
 pub mod owner;
-pub mod refname;
 pub mod scan;
 pub mod store;

@@ -24,8 +24,9 @@
 //!
 //! A refused directory refuses everything in it. Nothing here writes anything.
 
-use super::{refname, Changeset, Entry, Kind, What};
+use super::{Changeset, Entry, Kind, What};
 use crate::hostfs::Tree;
+use crate::refname;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;

@@ -19,8 +19,8 @@
 //!
 //! **IDs** are `c` and 8 base32 characters, checked whenever one is read back: never a path.
 
-use super::fsops as fs;
 use super::{Changeset, Kind, What};
+use crate::fsops as fs;
 use crate::hostfs::Tree;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
@@ -113,7 +113,7 @@ fn state_base() -> Result<PathBuf, String> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute() && h != Path::new("/"))
-        .or_else(|| crate::home::passwd_home(uid))
+        .or_else(|| crate::state::passwd_home(uid))
         .map(|h| h.join(".local/state"))
         .ok_or_else(|| {
             format!("changes: user {uid} has no home directory to keep changes under (set XDG_STATE_HOME)")
@@ -295,7 +295,7 @@ pub fn base_now(cs: &Changeset) -> Result<Vec<Base>, String> {
 
 /// Now, as RFC 3339 in UTC, to the second (`2026-11-27T13:28:05Z`).
 pub fn now_rfc3339() -> String {
-    let ms = crate::report::iso8601(std::time::SystemTime::now());
+    let ms = crate::units::iso8601(std::time::SystemTime::now());
     // `2026-11-27T13:28:05.123Z`: the seconds are what a reader of `changes list` needs.
     format!("{}Z", ms.split('.').next().unwrap_or(&ms))
 }

@@ -9,8 +9,8 @@
 //!
 //! Also the waiting half of stage 2, which relays signals to pid 1.
 
-use super::channel::{self, Record};
 use super::stage2::{self, Exec};
+use crate::layers::channel::{self, Record};
 use crate::layers::{mounts, ns, seccomp, Step, StepError};
 use crate::plan::Plan;
 use nix::sys::signal::{SigSet, Signal};

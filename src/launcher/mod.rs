@@ -25,11 +25,11 @@
 //! the limits, the removal of stale leaves: ~0.3 ms) after the fork, on the other core, while
 //! stage 2 sets up its namespaces, instead of before it.
 
-pub mod channel;
 pub mod init;
 mod netfds;
 pub mod stage2;
 
+use crate::layers::channel;
 use crate::plan::Plan;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;

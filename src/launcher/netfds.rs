@@ -13,7 +13,7 @@
 //!   the host's (which may name a resolver on the host's loopback, such as systemd-resolved's
 //!   127.0.0.53, that the sandbox cannot reach).
 
-use super::channel::{self, Record};
+use crate::layers::channel::{self, Record};
 use crate::layers::{Step, StepError};
 use crate::plan::Plan;
 use std::net::IpAddr;

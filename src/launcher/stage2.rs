@@ -19,9 +19,9 @@
 //! seccomp last, right before execve, so the filter only has to allow what the workload needs.
 //! Any failure becomes a `(step, errno)` record for the supervisor and exit 125.
 
-use super::channel::{self, mark, Phase, Record};
 use super::init;
 use crate::hostfs::Tree;
+use crate::layers::channel::{self, mark, Phase, Record};
 use crate::layers::{
     caps, fds, git, landlock, mounts, ns, overlay, rlimits, seccomp, Step, StepError,
 };

@@ -1,8 +1,9 @@
 //! The read-write repo's layer on disk: for a `[limits] disk` cap larger than
 //! [`IN_MEMORY_MAX`], the kept overlay's upper and work dirs live in a private directory on the
-//! host ([`LayerDir`]) instead of a tmpfs, so that what a build writes costs disk, not the
-//! sandbox's memory; the cap becomes a budget the supervisor watches ([`Budget`]): past it the
-//! run is stopped. Why (measured): docs/performance.md, "Big writes".
+//! host ([`crate::state::LayerDir`], made by [`crate::plan::prepare_layer_dir`]) instead of a
+//! tmpfs, so that what a build writes costs disk, not the sandbox's memory; the cap becomes a
+//! budget the supervisor watches ([`Budget`]): past it the run is stopped. Why (measured):
+//! docs/performance.md, "Big writes".
 //!
 //! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk`, a run dir of [`crate::state`]
 //! (STATE: `$XDG_STATE_HOME` or `~/.local/state` of the user the sandbox runs as): every
@@ -18,11 +19,10 @@
 //! the repo even when the command wrote between two checks.
 
 use crate::hostfs::Tree;
-use crate::layers::ns::Ids;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Caps up to this size keep the layer on a tmpfs: the kernel then enforces the cap exactly
@@ -33,59 +33,6 @@ pub const IN_MEMORY_MAX: u64 = 64 << 20;
 /// The layer's file cap for a cap of `bytes` (the tmpfs's `nr_inodes`).
 pub fn max_files(bytes: u64) -> u64 {
     (bytes / 4096).max(1024)
-}
-
-/// A run's private layer directory on the host ([`crate::state::RunDir`] `layer-<random>`,
-/// holding `disk`); removed when dropped.
-pub struct LayerDir {
-    /// `disk`: where stage 2 mounts the overlays' upper and work dirs from.
-    pub disk: PathBuf,
-    /// The layer is on the repo's filesystem: the way back moves files by rename.
-    pub same_fs: bool,
-    _run: crate::state::RunDir,
-}
-
-fn io(what: &Path, e: impl std::fmt::Display) -> String {
-    format!("repo layer dir {}: {e}", what.display())
-}
-
-impl LayerDir {
-    /// Make a run's layer directory for the user `ids` runs as (see the module's doc), with
-    /// `upper` and `work` in its `disk`. `repo`: to tell whether it is on the repo's
-    /// filesystem.
-    pub fn make(ids: Ids, repo: &Path) -> Result<LayerDir, String> {
-        let me = nix::unistd::geteuid().as_raw();
-        let run = crate::state::RunDir::make(ids, "layer", "repo layer dir")?;
-        let path = run.subdir("disk")?;
-        let made = (|| -> std::io::Result<bool> {
-            let disk = Tree::open(&path)?;
-            for d in ["upper", "work"] {
-                let n = OsStr::new(d);
-                disk.make_dir(n, 0o700)?;
-                if me != ids.uid {
-                    crate::changes::fsops::chown_at(disk.raw_fd(), n, ids.uid, ids.gid)?;
-                }
-            }
-            // whether this filesystem can hold an upper: `holds_an_upper`, by the caller
-            Ok(
-                match (
-                    crate::changes::fsops::fstat(disk.raw_fd()),
-                    std::fs::metadata(repo),
-                ) {
-                    (Ok(a), Ok(b)) => a.st_dev == std::os::unix::fs::MetadataExt::dev(&b),
-                    _ => false,
-                },
-            )
-        })();
-        match made {
-            Ok(same_fs) => Ok(LayerDir {
-                disk: path,
-                same_fs,
-                _run: run,
-            }),
-            Err(e) => Err(io(&path, e)),
-        }
-    }
 }
 
 /// What the layer holds: bytes (blocks taken) and files (inodes), and whether some directory
@@ -113,7 +60,7 @@ const MAX_DEPTH: usize = 256;
 pub fn count(dir: &Tree) -> Count {
     let mut c = Count::default();
     let mut seen = HashSet::new();
-    if let Ok(st) = crate::changes::fsops::fstat(dir.raw_fd()) {
+    if let Ok(st) = crate::fsops::fstat(dir.raw_fd()) {
         walk(dir.raw_fd(), &st, 0, &mut c, &mut seen);
     }
     c
@@ -125,16 +72,16 @@ fn walk(fd: i32, st: &libc::stat, depth: usize, c: &mut Count, seen: &mut HashSe
     if depth >= MAX_DEPTH {
         return;
     }
-    let Ok(names) = crate::changes::fsops::names(fd) else {
+    let Ok(names) = crate::fsops::names(fd) else {
         c.unreadable = true;
         return;
     };
     for n in names {
-        let Ok(Some(st)) = crate::changes::fsops::lstat_at(fd, &n) else {
+        let Ok(Some(st)) = crate::fsops::lstat_at(fd, &n) else {
             continue;
         };
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            match crate::changes::fsops::open_at(fd, &n, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            match crate::fsops::open_at(fd, &n, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
                 Ok(sub) => walk(sub.as_raw_fd(), &st, depth + 1, c, seen),
                 Err(_) => {
                     c.bytes += st.st_blocks as u64 * 512;
@@ -250,43 +197,11 @@ pub fn on_tmpfs(fd: i32) -> bool {
     unsafe { libc::fstatfs(fd, &mut s) == 0 && s.f_type == libc::TMPFS_MAGIC }
 }
 
-/// For a plan with a kept layer whose cap is larger than [`IN_MEMORY_MAX`]: make its layer
-/// directory and name it in the plan (the caller keeps the returned guard for the run). When
-/// it cannot be made, the layer stays on a tmpfs (one line on stderr) where the kernel's tmpfs
-/// takes user xattrs (`kernel` at least [`crate::plan::LAYER_KERNEL`]); before that there is no
-/// other place for it: an error.
-pub fn prepare(
-    plan: &mut crate::plan::Plan,
-    kernel: (u32, u32),
-) -> Result<Option<LayerDir>, String> {
-    let big = crate::layers::overlay::disk_size(&plan.mounts).is_some_and(|s| s > IN_MEMORY_MAX);
-    if !plan.namespaces || !crate::layers::overlay::kept(&plan.mounts) || !big {
-        return Ok(None);
-    }
-    let made = LayerDir::make(plan.ids, &plan.repo).and_then(|dir| {
-        holds_an_upper(&dir.disk)
-            .map_err(|why| format!("repo layer dir {}: {why}", dir.disk.display()))?;
-        Ok(dir)
-    });
-    match made {
-        Ok(dir) => {
-            plan.layer_dir = Some(dir.disk.clone());
-            Ok(Some(dir))
-        }
-        // The plan has the tmpfs layer to fall back on only where tmpfs takes user xattrs.
-        Err(e) if kernel >= crate::plan::LAYER_KERNEL => {
-            eprintln!("sandbox-run: {e}: the repo's layer is kept in memory instead (it counts against [limits] memory)");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
 /// Can the filesystem of `dir` hold an overlay's upper dir made in a user namespace? Not an
 /// overlayfs (a container's root is one: overlayfs refuses it as an upper), and it must take
 /// `user.*` xattrs (overlayfs's marks there) and whiteout devices (removed entries). Tried on
 /// `dir` itself, leaving nothing.
-fn holds_an_upper(dir: &Path) -> Result<(), String> {
+pub fn holds_an_upper(dir: &Path) -> Result<(), String> {
     const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
     let t = Tree::open(dir).map_err(|e| e.to_string())?;
     // SAFETY: all-zero is a valid statfs; fstatfs fills it for an fd we own.
@@ -311,8 +226,8 @@ fn holds_an_upper(dir: &Path) -> Result<(), String> {
 }
 
 /// The one stderr line of a run stopped past its cap.
-pub fn stopped_line(o: &Over, plan: &crate::plan::Plan) -> String {
-    let cap = crate::layers::overlay::disk_size(&plan.mounts).unwrap_or(0);
+pub fn stopped_line(o: &Over, mounts: &[crate::layers::mounts::Op]) -> String {
+    let cap = crate::layers::overlay::disk_size(mounts).unwrap_or(0);
     let c = &o.count;
     let end = match o.stopped {
         true => "it was stopped",
@@ -336,6 +251,7 @@ pub fn stopped_line(o: &Over, plan: &crate::plan::Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn scratch(name: &str) -> PathBuf {
         let p = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))

@@ -717,8 +717,8 @@ fn copy_back_one(view_path: &Path, real: &Tree, cap: u64) -> Result<(), i32> {
     for (name, data, _) in &top.changed {
         // The contents git would write, as the way back requires of a layer's (changes::scan).
         let valid = match name.as_bytes() {
-            b"HEAD" => crate::changes::refname::head(data),
-            b"packed-refs" => crate::changes::refname::packed_refs(data),
+            b"HEAD" => crate::refname::head(data),
+            b"packed-refs" => crate::refname::packed_refs(data),
             _ => true,
         };
         if !valid {

@@ -5,6 +5,7 @@
 
 pub mod caps;
 pub mod cgroup;
+pub mod channel;
 pub mod container;
 pub mod disk;
 pub mod env;

@@ -10,7 +10,6 @@
 //! into it and detaches the host's tree.
 
 use crate::layers::{Step, StepError};
-use crate::profile::RepoMode;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
@@ -110,6 +109,18 @@ impl Op {
             Op::RepoRo { repo, rel, .. } => repo.join(rel),
         }
     }
+}
+
+/// How the repo is mounted (the profile's `filesystem.repo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RepoMode {
+    /// Copy-on-write overlay on tmpfs; writes vanish at the end of the run.
+    Overlay,
+    /// Read-write (minus the `protect` paths).
+    Rw,
+    /// Read-only.
+    Ro,
 }
 
 /// What the filesystem layer needs to know (from the profile and the host).
@@ -429,8 +440,7 @@ pub fn scratch(
     let on_disk = match on_disk {
         Some(dir) => {
             let t = crate::hostfs::Tree::open(dir).map_err(io_err(Step::MountOverlay))?;
-            let st =
-                crate::changes::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
+            let st = crate::fsops::fstat(t.raw_fd()).map_err(io_err(Step::MountOverlay))?;
             if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o077 != 0 {
                 return Err(StepError::new(Step::MountOverlay, libc::EPERM));
             }

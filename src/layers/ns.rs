@@ -260,7 +260,7 @@ impl MapHelper {
                         let len = text.as_bytes().len();
                         if fd < 0 || libc::write(fd, text.as_ptr().cast(), len) != len as isize {
                             let rec =
-                                crate::launcher::channel::Record::Failed(StepError::last(*step))
+                                crate::layers::channel::Record::Failed(StepError::last(*step))
                                     .encode();
                             libc::write(res_w.as_raw_fd(), rec.as_ptr().cast(), rec.len());
                             libc::_exit(1);
@@ -280,7 +280,7 @@ impl MapHelper {
 
     /// Let the helper write the maps (when `unshared`), wait for it, and return its verdict.
     fn finish(self, unshared: bool) -> Result<(), StepError> {
-        use crate::launcher::channel::{Record, SIZE};
+        use crate::layers::channel::{Record, SIZE};
         if unshared {
             let _ = nix::unistd::write(&self.go, b"u");
         }
@@ -390,7 +390,7 @@ impl Net {
     /// pid 1. A failure goes to pid 1 too, which reports it and exits 125 (stage 2 then exits
     /// with its code); if pid 1 is already gone, there is nobody to send it to.
     pub fn make_for_pid1(self) {
-        use crate::launcher::channel::{send_with_fd, Record};
+        use crate::layers::channel::{send_with_fd, Record};
         use std::os::fd::AsRawFd;
         drop(self.rx);
         match make() {
@@ -431,7 +431,7 @@ fn make() -> Result<std::os::fd::OwnedFd, StepError> {
 impl NetEntry {
     /// pid 1: wait for the namespace (or stage 2's failure to make it) and enter it.
     pub fn enter(self) -> Result<(), StepError> {
-        use crate::launcher::channel::{recv_wait, Record};
+        use crate::layers::channel::{recv_wait, Record};
         use std::os::fd::AsRawFd;
         match recv_wait(self.rx.as_raw_fd()) {
             Some((Record::Ready, Some(ns))) => {

@@ -6,6 +6,10 @@
 //! socket pair instead (one message per record, the same guarantees), so that pid 1 can pass
 //! the sockets it makes there (the proxy's, the loopback ports', the name service's) with
 //! `SCM_RIGHTS`.
+//!
+//! Kept among the layers, below the launcher that owns the pipe and the supervisor that reads
+//! it, because the namespace layer speaks it too ([`crate::layers::ns`]: the id-map helper's
+//! verdict and the network namespace handed to pid 1).
 
 use crate::layers::{Step, StepError};
 use std::os::fd::RawFd;

@@ -1,4 +1,5 @@
-//! The few directory-fd operations the way back needs beyond [`crate::hostfs::Tree`]: every
+//! The few directory-fd operations the way back ([`crate::changes`]) and the repo's disk layer
+//! ([`crate::layers::disk`]) need beyond [`crate::hostfs::Tree`]: every
 //! call takes an open directory fd and one plain name (never a path, never `..`), never
 //! follows a link, and names the errno when it fails.
 

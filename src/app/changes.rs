@@ -1,10 +1,10 @@
 //! `sandbox-run changes list|show|diff|apply|drop`: the kept changesets, reviewed and
 //! applied or thrown away. Errors are one line (the caller prints them, exit 125).
 
-use super::fsops as fs;
-use super::store::{self, Held, Stored};
-use super::{Applied, Changeset, Kind, What};
+use crate::changes::store::{self, Held, Stored};
+use crate::changes::{Applied, Changeset, Kind, What};
 use crate::cli::ChangesAction;
+use crate::fsops as fs;
 use crate::hostfs::Tree;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// Files larger than this are not read for a diff (shown as binary files that differ).
 const DIFF_CAP: u64 = 8 << 20;
 
-pub fn run(action: ChangesAction) -> Result<i32, String> {
+pub(super) fn run(action: ChangesAction) -> Result<i32, String> {
     // Errors name paths the command chose: shown, not obeyed.
     run_action(action).map_err(|e| visible(&e, &[]))
 }
@@ -269,9 +269,11 @@ fn file_diff(out: &mut Vec<u8>, name: &str, old: &Thing, new: &Thing) {
         content(b),
     ) {
         (Some(x), Some(y)) if x == y => {}
-        (Some(x), Some(y)) if !super::diff::is_binary(x) && !super::diff::is_binary(y) => {
+        (Some(x), Some(y))
+            if !crate::changes::diff::is_binary(x) && !crate::changes::diff::is_binary(y) =>
+        {
             out.extend_from_slice(format!("--- {an}\n+++ {bn}\n").as_bytes());
-            out.extend_from_slice(&super::diff::hunks(x, y, 3));
+            out.extend_from_slice(&crate::changes::diff::hunks(x, y, 3));
         }
         _ => out.extend_from_slice(format!("Binary files {an} and {bn} differ\n").as_bytes()),
     };
@@ -448,8 +450,10 @@ fn apply(id: &str) -> Result<i32, String> {
             visible(&repo.display().to_string(), &[])
         ));
     }
-    let o = super::owner::run_as(uid, gid, || super::apply::apply(cs, &sources, &targets))
-        .map_err(|e| format!("changes apply {id}: nothing applied: {e}"))?;
+    let o = crate::changes::owner::run_as(uid, gid, || {
+        crate::changes::apply::apply(cs, &sources, &targets)
+    })
+    .map_err(|e| format!("changes apply {id}: nothing applied: {e}"))?;
     let err = o.error.clone().unwrap_or_default();
     match o.applied {
         Applied::All => {

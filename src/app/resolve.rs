@@ -1,0 +1,117 @@
+//! Resolving a request once, for every command: the profile (with `--without`), the
+//! workspace, the gate's verdict, the command's words, `--with-changes`.
+
+use super::Fail;
+use crate::cli::Target;
+use crate::policy::{self, Input};
+use crate::profile::{Loader, Profile};
+use crate::workspace::Workspace;
+use std::ffi::OsString;
+
+pub(super) fn load_profile(name: &str) -> Result<Profile, Fail> {
+    Loader::from_env().load(name).map_err(|e| Fail::usage(e.0))
+}
+
+/// The profile, with the layers the caller waived by `--without` made best-effort.
+pub(super) fn load_profile_without(
+    name: &str,
+    without: &[crate::cli::WithoutArg],
+) -> Result<Profile, Fail> {
+    use crate::cli::WithoutArg as W;
+    let mut p = load_profile(name)?;
+    for w in without {
+        p.accept_without(match w {
+            W::Cgroup => "cgroup",
+            W::Landlock => "landlock",
+            W::Seccomp => "seccomp",
+            W::Namespaces => "namespaces",
+        });
+    }
+    Ok(p)
+}
+
+/// The PATH the sandbox will use: the profile's, else the caller's.
+pub fn sandbox_path(p: &Profile) -> OsString {
+    crate::plan::sandbox_path_from(p, std::env::var("PATH").ok().as_deref())
+}
+
+/// `--repo DIR`, else the git top level above the current directory, else that directory.
+pub(super) fn workspace(repo: Option<&std::path::Path>) -> Result<Workspace, Fail> {
+    let cwd =
+        std::env::current_dir().map_err(|e| Fail::usage(format!("current directory: {e}")))?;
+    let ws = Workspace::find(repo, &cwd).map_err(Fail::usage)?;
+    if let Some(n) = ws.notice() {
+        tracing::warn!("{n}");
+    }
+    Ok(ws)
+}
+
+pub(super) fn gate(
+    target: &Target,
+    profile: &Profile,
+) -> Result<(policy::Verdict, Workspace), Fail> {
+    let ws = workspace(target.repo.as_deref())?;
+    Ok((gate_in(target, profile, &ws), ws))
+}
+
+pub(super) fn gate_in(target: &Target, profile: &Profile, ws: &Workspace) -> policy::Verdict {
+    let path = sandbox_path(profile);
+    let ctx = policy::Context {
+        repo: &ws.repo,
+        cwd: &ws.cwd,
+        path: &path,
+    };
+    let input = match &target.command {
+        Some(c) => Input::Command(c),
+        None => Input::Argv(&target.argv),
+    };
+    policy::gate(&input, &profile.gate, &ctx)
+}
+
+/// `allowed: ...`, `denied by rule R: ...` or `not found (rule R): ...`, on one line, with the
+/// resolved program when there is one.
+pub fn verdict_line(v: &policy::Verdict) -> String {
+    match &v.program {
+        _ if v.allowed() => v.reason.clone(),
+        Some(p) => format!("{} [program {}]", v.reason, p.display()),
+        None => v.reason.clone(),
+    }
+}
+
+/// The command as the user wrote it: the `--command` string, or the argv joined by spaces.
+pub(super) fn command_text(t: &Target) -> String {
+    match &t.command {
+        Some(c) => c.clone(),
+        None => t
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// `--with-changes ID`: the kept changeset's trees, each with the host directory it goes over.
+/// It must have been kept from this repo.
+pub(super) fn with_changes(
+    id: Option<&str>,
+    ws: &Workspace,
+) -> Result<Vec<(std::path::PathBuf, std::path::PathBuf)>, Fail> {
+    let Some(id) = id else {
+        return Ok(Vec::new());
+    };
+    let stored = crate::changes::store::open(id)
+        .map_err(|e| Fail::usage(format!("--with-changes {id}: {e}")))?;
+    let roots = stored.manifest.changeset.roots.clone();
+    if roots.first() != Some(&ws.repo) {
+        return Err(Fail::usage(format!(
+            "--with-changes {id}: the changeset was kept from the repo {}, not {}",
+            roots
+                .first()
+                .map(|r| r.display().to_string())
+                .unwrap_or_default(),
+            ws.repo.display()
+        )));
+    }
+    Ok(roots.into_iter().zip(stored.trees).collect())
+}
