@@ -37,7 +37,9 @@
 //!   file modes; they use `hostfs` only.
 //! - At the bottom, using nothing of the crate: `sys`, `units` (sizes, durations, the
 //!   timestamp format), `canon`, `hostfs`, `sink`, `policy`, `gene`, `exit` (exit codes),
-//!   `refname` (git's ref-name rules).
+//!   `refname` (git's ref-name rules), `dbus` (a D-Bus client, for the systemd user manager
+//!   that `layers::cgroup` asks for a scope), `apparmor` (what Ubuntu's AppArmor restriction
+//!   on user namespaces says about this binary).
 
 pub mod advice;
 pub mod app;
