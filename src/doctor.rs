@@ -332,9 +332,19 @@ pub fn diagnose() -> Diagnosis {
             let v2 = h.version() == cgroup::Version::V2;
             checks.push(check("cgroup", true, h.describe(), None));
             let parent = h.leaf_parents().first().map(|p| p.to_path_buf());
+            // Whether the kernel gives `f` in a cgroup like the run's leaf. The leaf's parent
+            // may not exist yet (root's first run makes `/sys/fs/cgroup/sandbox-run`) and the
+            // root cgroup has neither file: then a sibling of the parent (`system.slice`, ...)
+            // tells.
             let has = |f: &str| {
                 parent.as_ref().is_some_and(|p| {
-                    p.join(f).exists() || p.parent().is_some_and(|pp| pp.join(f).exists())
+                    p.join(f).exists()
+                        || p.parent().is_some_and(|pp| {
+                            pp.join(f).exists()
+                                || std::fs::read_dir(pp).is_ok_and(|d| {
+                                    d.flatten().any(|e| e.path().join(f).exists())
+                                })
+                        })
                 })
             };
             if v2 {
