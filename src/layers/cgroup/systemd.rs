@@ -91,20 +91,8 @@ pub fn join_delegated_scope() -> Result<String, String> {
 fn ask() -> Result<String, String> {
     let uid = euid();
     let deadline = Instant::now() + TIMEOUT;
-    let env = |k: &str| std::env::var(k).ok();
     let mut why = Vec::new();
-    for s in sockets(
-        env("DBUS_SESSION_BUS_ADDRESS").as_deref(),
-        env("XDG_RUNTIME_DIR").as_deref(),
-        uid,
-    ) {
-        match owned_socket(&s.path, uid) {
-            Ok(()) => {}
-            Err(e) => {
-                why.push(e);
-                continue;
-            }
-        }
+    for s in usable_sockets(uid, &mut why) {
         match start_scope(&s, uid, deadline) {
             // A manager started the scope: no other is asked, whatever the check finds.
             Ok(unit) => {
@@ -128,17 +116,8 @@ fn ask() -> Result<String, String> {
 pub fn user_manager_answers() -> Result<PathBuf, String> {
     let uid = euid();
     let deadline = Instant::now() + TIMEOUT;
-    let env = |k: &str| std::env::var(k).ok();
     let mut why = Vec::new();
-    for s in sockets(
-        env("DBUS_SESSION_BUS_ADDRESS").as_deref(),
-        env("XDG_RUNTIME_DIR").as_deref(),
-        uid,
-    ) {
-        if let Err(e) = owned_socket(&s.path, uid) {
-            why.push(e);
-            continue;
-        }
+    for s in usable_sockets(uid, &mut why) {
         let answer = |s: &Socket| -> Result<(), dbus::Error> {
             let mut c = Connection::open(&s.path, uid, deadline)?;
             let call = if s.bus {
@@ -161,6 +140,20 @@ pub fn user_manager_answers() -> Result<PathBuf, String> {
         }
     }
     Err(why.join("; "))
+}
+
+/// The places to ask, from this process's environment, that are sockets `uid` owns; why each
+/// other one is not goes to `why`.
+fn usable_sockets(uid: u32, why: &mut Vec<String>) -> Vec<Socket> {
+    let env = |k: &str| std::env::var(k).ok();
+    sockets(
+        env("DBUS_SESSION_BUS_ADDRESS").as_deref(),
+        env("XDG_RUNTIME_DIR").as_deref(),
+        uid,
+    )
+    .into_iter()
+    .filter(|s| owned_socket(&s.path, uid).map_err(|e| why.push(e)).is_ok())
+    .collect()
 }
 
 /// `path` is a unix socket owned by `uid`.
