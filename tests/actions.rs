@@ -1071,7 +1071,8 @@ if printf '[core]\n\tfsmonitor = %s\n' "$RUNNER_TEMP/x/fsm.sh" >> "$REAL_HOME/.c
 }
 
 /// Names nobody listed: a step writes, to `GITHUB_ENV`, names that later host programs read
-/// as code (`TAR_OPTIONS` for tar, `GNUMAKEFLAGS` and `RM` for make) and names only this
+/// as code (`TAR_OPTIONS` for tar, `GNUMAKEFLAGS` (a rule the goal depends on) and `RM` for
+/// make) and names only this
 /// workflow's scripts know (`POST_BUILD_HOOK`, `MY_CC`), tries to widen the workflow's list
 /// (`SANDBOX_RUN_EXPORT_ENV`) and to move sandbox-run's own configuration (`HOME`,
 /// `XDG_CONFIG_HOME`), and writes the same names again in the next step, after its own
@@ -1115,7 +1116,7 @@ done
 {
   echo "VERSION=1.2.3"
   echo "TAR_OPTIONS=--checkpoint=1 --checkpoint-action=exec=$evil/pwn-tar.sh"
-  echo "GNUMAKEFLAGS=--eval=\$(shell $evil/pwn-make.sh)"
+  echo "GNUMAKEFLAGS=--eval=all:pwn --eval=pwn:;@$evil/pwn-make.sh"
   echo "RM=$evil/pwn-rm.sh"
   echo "POST_BUILD_HOOK=$evil/pwn-hook.sh"
   echo "MY_CC=$evil/pwn-cc.sh"
@@ -1245,7 +1246,7 @@ echo "GNUMAKEFLAGS=$GNUMAKEFLAGS" >> "$GITHUB_ENV"
             ),
             (
                 "GNUMAKEFLAGS".into(),
-                format!("--eval=$(shell {})", e("make")),
+                format!("--eval=all:pwn --eval=pwn:;@{}", e("make")),
             ),
             ("RM".into(), e("rm")),
             ("POST_BUILD_HOOK".into(), e("hook")),
