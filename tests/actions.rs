@@ -955,14 +955,9 @@ printf '#!/bin/sh\necho fsmonitor >> "%s/pwned.log"\n' "$RUNNER_TEMP" > "$p/fsm.
 chmod 755 "$p/fsm.sh"
 echo "SANDBOX_RUN_PROFILE_PATH=$p" >> "$GITHUB_ENV"
 "####;
-    let out = r.step_in(1, &[], "bash", &job, plant);
-    out.assert_code(0);
-    assert!(
-        out.stderr.contains("GITHUB_ENV: \"SANDBOX_RUN_PROFILE_PATH\" kept for later sandboxed steps only, never handed to unsandboxed steps"),
-        "{out}"
-    );
+    let planted = r.step_in(1, &[], "bash", &job, plant);
+    planted.assert_code(0);
     r.apply(1, &mut job);
-    assert_eq!(var(&job, "SANDBOX_RUN_PROFILE_PATH"), None, "{job:?}");
     let x = r.temp.join("x");
     let use_it = r#"
 echo "profile_path=${SANDBOX_RUN_PROFILE_PATH:-unset}"
@@ -993,6 +988,12 @@ if printf '[core]\n\tfsmonitor = %s\n' "$RUNNER_TEMP/x/fsm.sh" >> "$REAL_HOME/.c
     assert!(
         !log.exists(),
         "the host's git status ran the step's fsmonitor"
+    );
+    // the name was kept back, and the step's stderr says so
+    assert_eq!(var(&job, "SANDBOX_RUN_PROFILE_PATH"), None, "{job:?}");
+    assert!(
+        planted.stderr.contains("GITHUB_ENV: \"SANDBOX_RUN_PROFILE_PATH\" kept for later sandboxed steps only, never handed to unsandboxed steps"),
+        "{planted}"
     );
 
     // whoever names it, under Actions a profile where a step can write is refused
@@ -1128,40 +1129,9 @@ done
 echo "$TOOLS_BIN" >> "$GITHUB_PATH"
 echo "/opt/kept-for-sandbox/bin" >> "$GITHUB_PATH"
 "####;
-    let out = r.step_in(1, &[], "bash", &job, step1);
-    out.assert_code(0);
-    for name in [
-        "TAR_OPTIONS",
-        "GNUMAKEFLAGS",
-        "RM",
-        "POST_BUILD_HOOK",
-        "MY_CC",
-        "UNLISTED_VALUE",
-    ] {
-        let line = format!("GITHUB_ENV: \"{name}\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_ENV");
-        assert!(out.stderr.contains(&line), "{line}: {out}");
-    }
-    assert!(
-        out.stderr.contains("GITHUB_PATH: \"/opt/kept-for-sandbox/bin\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_PATH"),
-        "{out}"
-    );
+    let first = r.step_in(1, &[], "bash", &job, step1);
+    first.assert_code(0);
     r.apply(1, &mut job);
-    assert_eq!(var(&job, "VERSION"), Some("1.2.3"), "{job:?}");
-    assert_eq!(var(&job, "SANDBOX_RUN_EXPORT_ENV"), Some(listed), "{job:?}");
-    for k in [
-        "TAR_OPTIONS",
-        "GNUMAKEFLAGS",
-        "RM",
-        "POST_BUILD_HOOK",
-        "MY_CC",
-        "UNLISTED_VALUE",
-        "HOME",
-        "XDG_CONFIG_HOME",
-    ] {
-        assert_eq!(var(&job, k), None, "{k}: {job:?}");
-    }
-    assert_eq!(job.prepend, [tools.to_string_lossy().into_owned()]);
-
     // the next sandboxed step gets what was kept, as the runner would have set it
     let step2 = r####"
 echo "unlisted=${UNLISTED_VALUE:-unset} tar=${TAR_OPTIONS:+set} version=${VERSION:-unset}"
@@ -1231,6 +1201,37 @@ echo "GNUMAKEFLAGS=$GNUMAKEFLAGS" >> "$GITHUB_ENV"
             .contains("version=1.2.3\nHELLO-TOOL-RAN\nhost-done"),
         "{bash}"
     );
+    // what the runner got, and the lines that said what was kept back
+    for name in [
+        "TAR_OPTIONS",
+        "GNUMAKEFLAGS",
+        "RM",
+        "POST_BUILD_HOOK",
+        "MY_CC",
+        "UNLISTED_VALUE",
+    ] {
+        let line = format!("GITHUB_ENV: \"{name}\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_ENV");
+        assert!(first.stderr.contains(&line), "{line}: {first}");
+    }
+    assert!(
+        first.stderr.contains("GITHUB_PATH: \"/opt/kept-for-sandbox/bin\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_PATH"),
+        "{first}"
+    );
+    assert_eq!(var(&job, "VERSION"), Some("1.2.3"), "{job:?}");
+    assert_eq!(var(&job, "SANDBOX_RUN_EXPORT_ENV"), Some(listed), "{job:?}");
+    for k in [
+        "TAR_OPTIONS",
+        "GNUMAKEFLAGS",
+        "RM",
+        "POST_BUILD_HOOK",
+        "MY_CC",
+        "UNLISTED_VALUE",
+        "HOME",
+        "XDG_CONFIG_HOME",
+    ] {
+        assert_eq!(var(&job, k), None, "{k}: {job:?}");
+    }
+    assert_eq!(job.prepend, [tools.to_string_lossy().into_owned()]);
 
     // control: the step's values, had they reached the runner, run every payload
     let e = |n: &str| {
