@@ -1266,3 +1266,39 @@ echo "GNUMAKEFLAGS=$GNUMAKEFLAGS" >> "$GITHUB_ENV"
         );
     }
 }
+
+/// A kept `GITHUB_PATH` entry is the next workload's, never sandbox-run's: step 1 puts a
+/// directory of `$RUNNER_TEMP` holding a `bash` into `GITHUB_PATH` (kept: not listed, and a
+/// directory the step could write). Step 2's shell line names a bare `bash`, which the gate
+/// resolves with sandbox-run's own PATH (the runner's): the system's bash runs the script,
+/// whose PATH has the kept entry first, as the runner would have given it. Control: the
+/// planted `bash` is there and runs when the script itself calls it (inside the sandbox).
+#[test]
+fn a_kept_path_entry_never_chooses_the_next_steps_shell() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-kept-path");
+    let mut job = Job::default();
+    let plant = "mkdir -p \"$RUNNER_TEMP/evil\"\nprintf '#!/usr/bin/bash\\necho PLANTED-SHELL-RAN\\n' > \"$RUNNER_TEMP/evil/bash\"\nchmod +x \"$RUNNER_TEMP/evil/bash\"\necho \"$RUNNER_TEMP/evil\" >> \"$GITHUB_PATH\"\n";
+    r.step_in(1, &[], "bash", &job, plant).assert_code(0);
+    r.apply(1, &mut job);
+    assert!(job.prepend.is_empty(), "{job:?}");
+    let evil = r.temp.join("evil");
+    let out = r.step_in(
+        2,
+        &[],
+        "bash",
+        &job,
+        "echo \"real shell, path=$PATH\"\nbash -c true\n",
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout
+            .starts_with(&format!("real shell, path={}:", evil.display())),
+        "{out}"
+    );
+    // control: the planted one is the workload's own `bash`, inside the sandbox
+    assert!(out.stdout.contains("PLANTED-SHELL-RAN"), "control: {out}");
+    assert_eq!(out.stdout.matches("PLANTED-SHELL-RAN").count(), 1, "{out}");
+}
