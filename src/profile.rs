@@ -140,7 +140,8 @@ pub struct Filesystem {
     pub dev_pts: bool,
     pub home: HomeMode,
     /// GitHub Actions' file commands (`$GITHUB_ENV`, `$GITHUB_PATH`, ...): private copies in
-    /// the sandbox, filtered on the way back; what `$RUNNER_TEMP` held before the step is
+    /// the sandbox, handed to the runner only as the workflow lists, the rest kept for the
+    /// job's later sandboxed steps; what `$RUNNER_TEMP` held before the step is
     /// read-only in it ([`crate::changes::actions`]).
     pub file_commands: bool,
 }

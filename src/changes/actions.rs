@@ -425,11 +425,33 @@ fn make_private(
 /// The `-v` line: which file commands are private copies, and where the host's copies are.
 pub fn plan_line(s: &Setup) -> String {
     let names: Vec<&str> = s.files.iter().map(|(n, _)| n.as_str()).collect();
+    let kept = match &s.job {
+        Some(j) => format!(
+            "the rest of GITHUB_ENV/GITHUB_PATH kept for the job's later sandboxed steps ({})",
+            j.dir.display()
+        ),
+        None => {
+            "the rest of GITHUB_ENV/GITHUB_PATH refused (no GITHUB_RUN_ID: no job to keep it for)"
+                .into()
+        }
+    };
     format!(
-        "file commands: {} are private copies ({}), filtered on the way back to the runner's files",
+        "file commands: {} are private copies ({}); the runner gets only what the workflow lists ({}: {}; {}: {}), {kept}",
         names.join(", "),
-        s.dir.display()
+        s.dir.display(),
+        export::EXPORT_ENV,
+        list_words(&s.lists.env),
+        export::EXPORT_PATH,
+        list_words(&s.lists.path),
     )
+}
+
+/// A list for the `-v` line.
+fn list_words(l: &[String]) -> String {
+    match l.is_empty() {
+        true => "none".into(),
+        false => l.join(","),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
