@@ -1045,6 +1045,47 @@ mod tests {
     }
 
     #[test]
+    fn under_actions_profiles_where_a_step_writes_are_refused() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("sandbox-run-profile-places-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (temp, etc) = (base.join("_temp"), base.join("etc"));
+        std::fs::create_dir_all(&temp).unwrap();
+        std::fs::create_dir_all(&etc).unwrap();
+        std::os::unix::fs::symlink(&temp, etc.join("to-temp")).unwrap();
+        let places: Places = vec![(temp.clone(), "$RUNNER_TEMP".into())];
+        let p = Loader { dirs: vec![] }.load("github-actions").unwrap();
+        let env = |k: &str| (k == "RUNNER_TEMP").then(|| temp.display().to_string());
+        let check = |dirs: Vec<PathBuf>| refuse_writable_places(&Loader { dirs }, &p, &places, env);
+        assert!(check(vec![
+            etc.clone(),
+            PathBuf::from("/etc/sandbox-run/profiles")
+        ])
+        .is_ok());
+        // in it, not made yet, or reached through a link: refused, on one line
+        for d in [temp.join("x"), temp.join("not/yet"), etc.join("to-temp/x")] {
+            let e = check(vec![d.clone()]).unwrap_err();
+            assert!(
+                e.0.contains("lies in $RUNNER_TEMP") && !e.0.contains('\n'),
+                "{d:?}: {e}"
+            );
+        }
+        // the profile's own extra_rw ($RUNNER_TEMP here) counts even when not in `places`
+        let e = refuse_writable_places(
+            &Loader {
+                dirs: vec![temp.join("y")],
+            },
+            &p,
+            &Vec::new(),
+            env,
+        )
+        .unwrap_err();
+        assert!(e.0.contains("filesystem.extra_rw"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
     fn errors_are_one_line() {
         for text in [
             "[gate\n",

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 /// The file in the job's directory.
 const FILE: &str = "kept.json";
+/// A job directory untouched this long (7 days) is removed by the next job's first step.
+const STALE_SECS: i64 = 7 * 24 * 3600;
 /// The most bytes of kept state read or written.
 pub const STATE_MAX: u64 = 8 << 20;
 
@@ -185,6 +187,9 @@ impl Job {
         below.push("jobs".into());
         below.push(key);
         let dir = crate::state::ensure(&base, &below, 3, ids, what)?;
+        if let Some(jobs) = dir.parent() {
+            sweep(jobs, dir.file_name().unwrap_or_default());
+        }
         let kept = read(&dir)?;
         Ok(Some(Job { dir, kept }))
     }
@@ -204,6 +209,31 @@ impl Job {
         let tree = crate::hostfs::Tree::open(&self.dir).map_err(|e| fail(e.to_string()))?;
         tree.put_bytes(std::ffi::OsStr::new(FILE), &bytes, 0o600)
             .map_err(|e| fail(e.to_string()))
+    }
+}
+
+/// A job's state is left when the job ends (nothing tells sandbox-run it did): remove the other
+/// jobs' directories in `jobs` untouched for [`STALE_SECS`] (housekeeping, not a guard: no
+/// step can reach them). Never follows a link; best effort.
+fn sweep(jobs: &Path, current: &std::ffi::OsStr) {
+    let Ok(tree) = crate::hostfs::Tree::open(jobs) else {
+        return;
+    };
+    let Ok(names) = tree.names() else { return };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    for name in names {
+        if name == current || !name.to_string_lossy().starts_with("run-") {
+            continue;
+        }
+        let stale = match tree.stat(&name) {
+            Ok(Some(st)) => now - st.st_mtime > STALE_SECS,
+            _ => false,
+        };
+        if stale {
+            crate::state::remove_entry(&tree, &name);
+        }
     }
 }
 
@@ -322,6 +352,35 @@ mod tests {
         assert_eq!(read(&base).unwrap(), k);
         std::fs::write(base.join(FILE), "{\"env\":[],\"path\":[],\"x\":1}").unwrap();
         assert!(read(&base).is_err());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn stale_jobs_are_swept_and_links_never_followed() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("sandbox-run-job-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let keep = base.join("keep");
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::write(keep.join("x"), "x").unwrap();
+        for d in ["run-1-old", "run-2-new", "run-3-me", "other"] {
+            std::fs::create_dir_all(base.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(&keep, base.join("run-4-link")).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+        for d in ["run-1-old", "run-3-me", "other"] {
+            std::fs::File::open(base.join(d))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        sweep(&base, std::ffi::OsStr::new("run-3-me"));
+        assert!(!base.join("run-1-old").exists());
+        for d in ["run-2-new", "run-3-me", "other"] {
+            assert!(base.join(d).exists(), "{d}");
+        }
+        assert!(keep.join("x").exists());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
