@@ -615,8 +615,24 @@ pub fn build(
     }
     // Inside, a secret's name holds its placeholder, whatever else the profile passes.
     ca_vars.extend(o.secrets.env());
+    // `[filesystem] file_commands`: what earlier sandboxed steps of the job kept for the later
+    // ones, given to the workload only (never to sandbox-run's own configuration).
+    let job = match fs.file_commands {
+        true => crate::changes::actions::job::Job::open(&host.env, host.euid, ids),
+        false => Ok(None),
+    };
+    let job = match job {
+        Ok(j) => j,
+        Err(e) => {
+            if let Some(dir) = &scratch {
+                remove_scratch(dir);
+            }
+            return Err(e);
+        }
+    };
+    let caller_env = job.as_ref().map(|j| j.kept.caller_env(&host.env));
     let built = env::build(&env::Inputs {
-        caller: &host.env,
+        caller: caller_env.as_deref().unwrap_or(&host.env),
         keep: &profile.env.keep,
         drop: &profile.env.drop,
         keep_flag: &o.keep_env,
@@ -648,6 +664,10 @@ pub fn build(
     if net == NetMode::None && namespaces {
         env::no_fetch_retries(&mut built.vars);
     }
+    if let Some(j) = &job {
+        let inside = j.kept.workload_path(&path.to_string_lossy(), &host.env);
+        built.vars.insert("PATH".into(), inside);
+    }
     // `[filesystem] file_commands`: private copies, `$RUNNER_TEMP`'s entries read-only.
     let file_commands = match fs.file_commands {
         false => None,
@@ -659,6 +679,7 @@ pub fn build(
                 repo: &ws.repo,
                 home_kept: home_kept.as_deref(),
                 scratch: scratch.as_deref(),
+                job: job.as_ref(),
             };
             let r = crate::changes::actions::prepare(
                 &input,

@@ -140,7 +140,8 @@ pub struct Filesystem {
     pub dev_pts: bool,
     pub home: HomeMode,
     /// GitHub Actions' file commands (`$GITHUB_ENV`, `$GITHUB_PATH`, ...): private copies in
-    /// the sandbox, filtered on the way back; what `$RUNNER_TEMP` held before the step is
+    /// the sandbox, handed to the runner only as the workflow lists, the rest kept for the
+    /// job's later sandboxed steps; what `$RUNNER_TEMP` held before the step is
     /// read-only in it ([`crate::changes::actions`]).
     pub file_commands: bool,
 }
@@ -846,6 +847,75 @@ impl Loader {
     }
 }
 
+/// Places a sandboxed step can write, each with the words that name it (`$RUNNER_TEMP`).
+pub type Places = Vec<(PathBuf, String)>;
+
+/// Under GitHub Actions (`GITHUB_ACTIONS=true`) sandbox-run cannot tell whether
+/// `SANDBOX_RUN_PROFILE_PATH` or a profile path came from the workflow or from something a
+/// step left, so a profile directory of the loader, a profile file of the chain (`--profile
+/// PATH`, `extends`) or a directory above one of them that lies where a sandboxed step can
+/// write (`places`, and the profile's own `extra_rw`) is refused: one line saying why.
+/// Compared as written and resolved.
+pub fn refuse_writable_places(
+    loader: &Loader,
+    profile: &Profile,
+    places: &Places,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), ProfileError> {
+    let mut places = places.clone();
+    for p in &profile.filesystem.extra_rw {
+        let path = match env_path_name(p) {
+            Some(n) => match env(n).filter(|v| v.starts_with('/')) {
+                Some(v) => PathBuf::from(v),
+                None => continue,
+            },
+            None => p.clone(),
+        };
+        places.push((path, "the profile's filesystem.extra_rw".into()));
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    let mut resolved = places.clone();
+    for (p, words) in &places {
+        if let Some(r) = real(p) {
+            resolved.push((r, words.clone()));
+        }
+    }
+    let lies_in = |p: &Path| -> Option<(PathBuf, String)> {
+        let mut forms = vec![p.to_path_buf()];
+        // the nearest existing ancestor, resolved: a directory made later lies where it does
+        if let Some(r) = p.ancestors().find_map(|a| {
+            let r = real(a)?;
+            Some(r.join(p.strip_prefix(a).ok()?))
+        }) {
+            forms.push(r);
+        }
+        resolved
+            .iter()
+            .find(|(w, _)| forms.iter().any(|f| f.starts_with(w)))
+            .cloned()
+    };
+    let refuse = |what: String, (w, words): (PathBuf, String)| {
+        ProfileError(format!(
+            "profile: {what} lies in {words} ({}), which a sandboxed step can write; under GitHub Actions (GITHUB_ACTIONS=true) profiles are read only from places no step can change: move it (to /etc/sandbox-run/profiles, or a directory of the runner user's outside the job's files)",
+            w.display()
+        ))
+    };
+    for d in &loader.dirs {
+        if let Some(hit) = lies_in(d) {
+            return Err(refuse(
+                format!("the profile directory {}", d.display()),
+                hit,
+            ));
+        }
+    }
+    for src in profile.sources.iter().filter(|s| s.starts_with('/')) {
+        if let Some(hit) = lies_in(Path::new(src)) {
+            return Err(refuse(format!("the profile file {src}"), hit));
+        }
+    }
+    Ok(())
+}
+
 /// `No such file or directory (os error 2)`: the message and the errno, on one line.
 fn errno_text(e: &std::io::Error) -> String {
     e.to_string()
@@ -972,6 +1042,47 @@ mod tests {
             e.0.starts_with("profile f.toml:2:") && e.0.contains("overlay"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn under_actions_profiles_where_a_step_writes_are_refused() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(format!("sandbox-run-profile-places-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (temp, etc) = (base.join("_temp"), base.join("etc"));
+        std::fs::create_dir_all(&temp).unwrap();
+        std::fs::create_dir_all(&etc).unwrap();
+        std::os::unix::fs::symlink(&temp, etc.join("to-temp")).unwrap();
+        let places: Places = vec![(temp.clone(), "$RUNNER_TEMP".into())];
+        let p = Loader { dirs: vec![] }.load("github-actions").unwrap();
+        let env = |k: &str| (k == "RUNNER_TEMP").then(|| temp.display().to_string());
+        let check = |dirs: Vec<PathBuf>| refuse_writable_places(&Loader { dirs }, &p, &places, env);
+        assert!(check(vec![
+            etc.clone(),
+            PathBuf::from("/etc/sandbox-run/profiles")
+        ])
+        .is_ok());
+        // in it, not made yet, or reached through a link: refused, on one line
+        for d in [temp.join("x"), temp.join("not/yet"), etc.join("to-temp/x")] {
+            let e = check(vec![d.clone()]).unwrap_err();
+            assert!(
+                e.0.contains("lies in $RUNNER_TEMP") && !e.0.contains('\n'),
+                "{d:?}: {e}"
+            );
+        }
+        // the profile's own extra_rw ($RUNNER_TEMP here) counts even when not in `places`
+        let e = refuse_writable_places(
+            &Loader {
+                dirs: vec![temp.join("y")],
+            },
+            &p,
+            &Vec::new(),
+            env,
+        )
+        .unwrap_err();
+        assert!(e.0.contains("filesystem.extra_rw"), "{e}");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

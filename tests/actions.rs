@@ -100,6 +100,19 @@ impl Runner {
     /// A step as the runner runs it in `job`: the job's variables (the workflow's `env:`, what
     /// earlier steps set through `GITHUB_ENV`) set, its `GITHUB_PATH` entries in front of PATH.
     fn step_in(&self, n: u32, opts: &[&str], shell: &str, job: &Job, script: &str) -> Run {
+        self.step_as(n, "github-actions", opts, shell, job, script)
+    }
+
+    /// [`Runner::step_in`] with the shell line's `--profile` given.
+    fn step_as(
+        &self,
+        n: u32,
+        profile: &str,
+        opts: &[&str],
+        shell: &str,
+        job: &Job,
+        script: &str,
+    ) -> Run {
         let id = format!("step-{n}-4b5e9c1a");
         let path = self.temp.join(format!("{id}.sh"));
         std::fs::write(&path, script).unwrap();
@@ -111,7 +124,7 @@ impl Runner {
             ("GITHUB_STEP_SUMMARY", format!("step_summary_{id}")),
         ];
         let mut c = Command::new(BIN);
-        c.args(["--profile", "github-actions"])
+        c.args(["--profile", profile])
             .args(opts)
             .args(["--", shell, "-e"])
             .arg(&path)
@@ -123,6 +136,8 @@ impl Runner {
             .env("GITHUB_WORKSPACE", &self.workspace)
             .env("GITHUB_REPOSITORY", "octo/repo")
             .env("GITHUB_RUN_ID", "1234")
+            .env("GITHUB_RUN_ATTEMPT", "1")
+            .env("GITHUB_JOB", "test")
             .env("GITHUB_TOKEN", "ghs_sbx-e2e-secret-value-7f3a")
             .env("ACTIONS_RUNTIME_TOKEN", "sbx-e2e-secret-value-7f3a")
             .env(
@@ -343,7 +358,18 @@ echo built > build-output.txt
 mkdir -p ~/.npm/_cacache ~/.cache/pip ~/.cargo/registry
 echo npm > ~/.npm/_cacache/marker; echo pip > ~/.cache/pip/marker; echo cargo > ~/.cargo/registry/marker
 "####;
-    let out = r.step(1, step1);
+    // the workflow hands STEP_VAR and the tool's directory to its unsandboxed steps
+    let job = Job {
+        env: vec![
+            ("SANDBOX_RUN_EXPORT_ENV".into(), "STEP_VAR".into()),
+            (
+                "SANDBOX_RUN_EXPORT_PATH".into(),
+                "/opt/step-tool/bin".into(),
+            ),
+        ],
+        ..Job::default()
+    };
+    let out = r.step_in(1, &[], "bash", &job, step1);
     out.assert_code(0);
     assert!(
         out.stdout.contains(&format!(
@@ -581,6 +607,17 @@ fn file_commands_carry_nothing_that_runs_on_the_host() {
     job.env.push(("NODE_ENV".into(), "production".into()));
     job.env
         .push(("TOOLS_BIN".into(), tools.to_string_lossy().into_owned()));
+    // what the workflow hands to its unsandboxed steps: two harmless names, and names that
+    // never pass even when listed; the tools' directory, and one a step can write
+    let evil_bin = r.temp.join("evil/bin");
+    job.env.push((
+        "SANDBOX_RUN_EXPORT_ENV".into(),
+        "FOO,ML,BASH_ENV,LD_PRELOAD,PATH,GITHUB_EVENT_PATH".into(),
+    ));
+    job.env.push((
+        "SANDBOX_RUN_EXPORT_PATH".into(),
+        format!("{},{}", tools.display(), evil_bin.display()),
+    ));
     let attack = r####"
 echo "node_env=${NODE_ENV:-unset} runtime=${ACTIONS_RUNTIME_URL:-none} results=${ACTIONS_RESULTS_URL:-none}"
 evil="$RUNNER_TEMP/evil"
@@ -727,10 +764,10 @@ true
     assert_eq!(std::fs::read_to_string(r.event()).unwrap(), EVENT);
     // each refusal named on stderr
     for line in [
-        "GITHUB_ENV: \"BASH_ENV\" not passed to the runner",
-        "GITHUB_ENV: \"LD_PRELOAD\" not passed to the runner",
-        "GITHUB_ENV: \"PATH\" not passed to the runner",
-        "GITHUB_ENV: \"GITHUB_EVENT_PATH\" not passed to the runner",
+        "GITHUB_ENV: \"BASH_ENV\" kept for later sandboxed steps only, never handed to unsandboxed steps",
+        "GITHUB_ENV: \"LD_PRELOAD\" kept for later sandboxed steps only, never handed to unsandboxed steps",
+        "GITHUB_ENV: \"PATH\" kept for later sandboxed steps only, never handed to unsandboxed steps",
+        "GITHUB_ENV: \"GITHUB_EVENT_PATH\" kept for later sandboxed steps only, never handed to unsandboxed steps",
         "GITHUB_PATH: ",
     ] {
         assert!(out.stderr.contains(line), "{line}: {out}");
@@ -769,7 +806,7 @@ true
         (
             "GITHUB_PATH",
             format!("/usr/bin:{}", evil.join("bin").display()),
-            "separator",
+            "not_listed",
         ),
     ] {
         assert!(has(file, &name, reason), "{file} {name} {reason}: {fc:#}");
@@ -843,6 +880,9 @@ rm -f "$GITHUB_STATE" && mkdir "$GITHUB_STATE"
 echo "/usr/bin" >> "$GITHUB_PATH"
 echo linked
 "#;
+    let mut job = job;
+    job.env
+        .push(("SANDBOX_RUN_EXPORT_PATH".into(), "/usr/bin".into()));
     let out = r.step_in(1, &[], "bash", &job, script);
     out.assert_code(0);
     assert!(out.stdout.contains("linked"), "{out}");
@@ -859,4 +899,406 @@ echo linked
     assert_eq!(read("set_output_step-1-4b5e9c1a"), "");
     assert_eq!(read("save_state_step-1-4b5e9c1a"), "");
     assert_eq!(read("add_path_step-1-4b5e9c1a"), "/usr/bin\n");
+}
+
+fn executable(p: &Path, text: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn var<'a>(job: &'a Job, k: &str) -> Option<&'a str> {
+    job.env
+        .iter()
+        .rev()
+        .find(|(n, _)| n == k)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A step chooses the next step's sandbox: it leaves a `github-actions.toml` in
+/// `$RUNNER_TEMP` (its own 0755 directory, which strict modes accept) that binds the runner
+/// user's `~/.config/git` read-write, and names it in `GITHUB_ENV` as
+/// `SANDBOX_RUN_PROFILE_PATH`. Step 2, with the shell line unchanged, would plant
+/// `core.fsmonitor` there, and the post step's host `git status` would run it. Now the name
+/// never reaches the runner (the next workload sees it, sandbox-run does not), and under
+/// `GITHUB_ACTIONS=true` a profile directory or file where a step can write is refused
+/// whoever named it: in `SANDBOX_RUN_PROFILE_PATH`, by `--profile PATH`, by `extends`, in
+/// the repo. Control: a caller outside Actions who names that directory gets the planted
+/// profile, the plant lands, and `git status` runs it.
+#[test]
+fn a_step_cannot_choose_the_next_steps_profile() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-profile");
+    let home = r._f.path("runner-home");
+    std::fs::create_dir_all(home.join(".config/git")).unwrap();
+    std::fs::write(home.join(".config/git/config"), "").unwrap();
+    for d in [&home, &home.join(".config"), &home.join(".config/git")] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let git_config = home.join(".config/git/config");
+    let log = r.temp.join("pwned.log");
+    let mut job = Job::default();
+    job.env
+        .push(("REAL_HOME".into(), home.to_string_lossy().into_owned()));
+    let plant = r####"
+p="$RUNNER_TEMP/x"
+mkdir -p "$p" && chmod 755 "$p"
+cat > "$p/github-actions.toml" <<TOML
+extends = "github-actions"
+[filesystem]
+extra_rw = ["\$RUNNER_TEMP", "$REAL_HOME/.config/git"]
+TOML
+chmod 644 "$p/github-actions.toml"
+printf '#!/bin/sh\necho fsmonitor >> "%s/pwned.log"\n' "$RUNNER_TEMP" > "$p/fsm.sh"
+chmod 755 "$p/fsm.sh"
+echo "SANDBOX_RUN_PROFILE_PATH=$p" >> "$GITHUB_ENV"
+"####;
+    let planted = r.step_in(1, &[], "bash", &job, plant);
+    planted.assert_code(0);
+    r.apply(1, &mut job);
+    let x = r.temp.join("x");
+    let use_it = r#"
+echo "profile_path=${SANDBOX_RUN_PROFILE_PATH:-unset}"
+if printf '[core]\n\tfsmonitor = %s\n' "$RUNNER_TEMP/x/fsm.sh" >> "$REAL_HOME/.config/git/config" 2>/dev/null; then echo PLANTED-GIT-CONFIG; fi
+"#;
+    let out = r.step_in(2, &[], "bash", &job, use_it);
+    out.assert_code(0);
+    assert!(!out.stdout.contains("PLANTED"), "{out}");
+    // kept for the next workload, as the runner would have set it; not for sandbox-run
+    assert!(
+        out.stdout
+            .contains(&format!("profile_path={}", x.display())),
+        "{out}"
+    );
+    r.apply(2, &mut job);
+    // the post step: git status on the host, as the runner's user
+    let mut host = Job::default();
+    host.env
+        .push(("HOME".into(), home.to_string_lossy().into_owned()));
+    let status = r.host_step(&host, "git", &["status", "--porcelain"]);
+    status.assert_code(0);
+    assert!(
+        !std::fs::read_to_string(&git_config)
+            .unwrap()
+            .contains("fsmonitor"),
+        "planted in ~/.config/git"
+    );
+    assert!(
+        !log.exists(),
+        "the host's git status ran the step's fsmonitor"
+    );
+    // the name was kept back, and the step's stderr says so
+    assert_eq!(var(&job, "SANDBOX_RUN_PROFILE_PATH"), None, "{job:?}");
+    assert!(
+        planted.stderr.contains("GITHUB_ENV: \"SANDBOX_RUN_PROFILE_PATH\" kept for later sandboxed steps only, never handed to unsandboxed steps"),
+        "{planted}"
+    );
+
+    // whoever names it, under Actions a profile where a step can write is refused
+    let named = Job {
+        env: vec![
+            ("REAL_HOME".into(), home.to_string_lossy().into_owned()),
+            (
+                "SANDBOX_RUN_PROFILE_PATH".into(),
+                x.to_string_lossy().into_owned(),
+            ),
+        ],
+        ..Job::default()
+    };
+    let out = r.step_in(3, &[], "bash", &named, use_it);
+    out.assert_code(125);
+    assert!(
+        out.stderr.contains(&format!(
+            "the profile directory {} lies in $RUNNER_TEMP",
+            x.display()
+        )) && out.stderr.contains("which a sandboxed step can write"),
+        "{out}"
+    );
+    let by_path = x.join("github-actions.toml");
+    let out = r.step_as(4, by_path.to_str().unwrap(), &[], "bash", &job, use_it);
+    out.assert_code(125);
+    assert!(
+        out.stderr.contains(&format!(
+            "the profile file {} lies in $RUNNER_TEMP",
+            by_path.display()
+        )),
+        "{out}"
+    );
+    // extends, from a profile in a place no step can write
+    let trusted = r._f.path("trusted");
+    std::fs::create_dir_all(&trusted).unwrap();
+    std::fs::set_permissions(&trusted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let parent = r._f.write(
+        "trusted/p.toml",
+        &format!("extends = {:?}\n", by_path.display().to_string()),
+    );
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = r.step_as(5, parent.to_str().unwrap(), &[], "bash", &job, use_it);
+    out.assert_code(125);
+    assert!(
+        out.stderr.contains(&format!(
+            "the profile file {} lies in $RUNNER_TEMP",
+            by_path.display()
+        )),
+        "{out}"
+    );
+    // a profile the repo carries
+    let in_repo = r.workspace.join(".github/sandbox/p.toml");
+    std::fs::create_dir_all(in_repo.parent().unwrap()).unwrap();
+    std::fs::write(&in_repo, "extends = \"github-actions\"\n").unwrap();
+    let out = r.step_as(6, in_repo.to_str().unwrap(), &[], "bash", &job, use_it);
+    out.assert_code(125);
+    assert!(out.stderr.contains("lies in $GITHUB_WORKSPACE"), "{out}");
+    assert!(!out.all().contains("PLANTED"), "{out}");
+    assert!(!std::fs::read_to_string(&git_config)
+        .unwrap()
+        .contains("fsmonitor"));
+
+    // control: a caller outside Actions who chose that directory gets the planted profile,
+    // the plant lands, and the host's git status runs it
+    let mut outside = named;
+    outside.env.push(("GITHUB_ACTIONS".into(), "false".into()));
+    let out = r.step_in(7, &[], "bash", &outside, use_it);
+    out.assert_code(0);
+    assert!(out.stdout.contains("PLANTED-GIT-CONFIG"), "control: {out}");
+    r.host_step(&host, "git", &["status", "--porcelain"]);
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        "fsmonitor\n",
+        "control: git status did not run the planted fsmonitor"
+    );
+}
+
+/// Names nobody listed: a step writes, to `GITHUB_ENV`, names that later host programs read
+/// as code (`TAR_OPTIONS` for tar, `GNUMAKEFLAGS` (a rule the goal depends on) and `RM` for
+/// make) and names only this
+/// workflow's scripts know (`POST_BUILD_HOOK`, `MY_CC`), tries to widen the workflow's list
+/// (`SANDBOX_RUN_EXPORT_ENV`) and to move sandbox-run's own configuration (`HOME`,
+/// `XDG_CONFIG_HOME`), and writes the same names again in the next step, after its own
+/// list "widened". None reaches the runner: the host's tar, make and the job's own script
+/// run nothing of it. Controls: the listed `VERSION` and the listed tools directory reach the
+/// unsandboxed step; an unlisted variable and an unlisted `GITHUB_PATH` entry reach the next
+/// sandboxed step, in the runner's order; the same host programs given the step's values
+/// directly run every payload.
+#[test]
+fn names_nobody_listed_never_reach_unsandboxed_steps() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-unlisted");
+    let tools = r._f.path("tools/bin");
+    executable(
+        &tools.join("hello-tool"),
+        "#!/bin/sh\necho HELLO-TOOL-RAN\n",
+    );
+    for d in [r._f.path("tools"), tools.clone()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let log = r.temp.join("pwned.log");
+    let evil = r.temp.join("evil");
+    let mut job = Job::default();
+    let listed = "VERSION,LD_PRELOAD,SANDBOX_RUN_EXPORT_ENV,HOME,XDG_CONFIG_HOME,RUNNER_TEMP";
+    job.env
+        .push(("SANDBOX_RUN_EXPORT_ENV".into(), listed.into()));
+    job.env.push((
+        "SANDBOX_RUN_EXPORT_PATH".into(),
+        tools.to_string_lossy().into_owned(),
+    ));
+    job.env
+        .push(("TOOLS_BIN".into(), tools.to_string_lossy().into_owned()));
+    let step1 = r####"
+evil="$RUNNER_TEMP/evil"; mkdir -p "$evil"
+for n in tar make rm hook cc; do
+  printf '#!/bin/sh\necho %s >> "%s/pwned.log"\n' "$n" "$RUNNER_TEMP" > "$evil/pwn-$n.sh"
+  chmod 755 "$evil/pwn-$n.sh"
+done
+{
+  echo "VERSION=1.2.3"
+  echo "TAR_OPTIONS=--checkpoint=1 --checkpoint-action=exec=$evil/pwn-tar.sh"
+  echo "GNUMAKEFLAGS=--eval=all:pwn --eval=pwn:;@$evil/pwn-make.sh"
+  echo "RM=$evil/pwn-rm.sh"
+  echo "POST_BUILD_HOOK=$evil/pwn-hook.sh"
+  echo "MY_CC=$evil/pwn-cc.sh"
+  echo "SANDBOX_RUN_EXPORT_ENV=TAR_OPTIONS,GNUMAKEFLAGS,RM,POST_BUILD_HOOK,MY_CC,UNLISTED_VALUE"
+  echo "HOME=$evil"
+  echo "XDG_CONFIG_HOME=$evil"
+  echo "UNLISTED_VALUE=kept-value"
+} >> "$GITHUB_ENV"
+echo "$TOOLS_BIN" >> "$GITHUB_PATH"
+echo "/opt/kept-for-sandbox/bin" >> "$GITHUB_PATH"
+"####;
+    let first = r.step_in(1, &[], "bash", &job, step1);
+    first.assert_code(0);
+    r.apply(1, &mut job);
+    // the next sandboxed step gets what was kept, as the runner would have set it
+    let step2 = r####"
+echo "unlisted=${UNLISTED_VALUE:-unset} tar=${TAR_OPTIONS:+set} version=${VERSION:-unset}"
+echo "path=$PATH"
+echo "TAR_OPTIONS=$TAR_OPTIONS" >> "$GITHUB_ENV"
+echo "GNUMAKEFLAGS=$GNUMAKEFLAGS" >> "$GITHUB_ENV"
+"####;
+    let second = r.step_in(2, &[], "bash", &job, step2);
+    let out = &second;
+    out.assert_code(0);
+    assert!(
+        out.stdout
+            .contains("unlisted=kept-value tar=set version=1.2.3"),
+        "{out}"
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "path=/opt/kept-for-sandbox/bin:{}:",
+            tools.display()
+        )),
+        "{out}"
+    );
+    r.apply(2, &mut job);
+
+    // the unsandboxed steps: the host's tar, make and the job's own script
+    let build = r._f.path("build");
+    r._f.write(
+        "build/Makefile",
+        "all:\n\t@echo made\nclean:\n\t$(RM) junk\n",
+    );
+    let script = r._f.write(
+        "host-step.sh",
+        "echo \"version=$VERSION\"\n${POST_BUILD_HOOK:-true}\n${MY_CC:-true} --version >/dev/null\nhello-tool || true\necho host-done\n",
+    );
+    let tarball = r._f.path("out.tar");
+    let host_steps = |job: &Job| {
+        let tar = r.host_step(job, "tar", &["-cf", tarball.to_str().unwrap(), "README.md"]);
+        let make = r.host_step(
+            job,
+            "make",
+            &["-C", build.to_str().unwrap(), "all", "clean"],
+        );
+        let bash = r.host_step(
+            job,
+            "bash",
+            &["--noprofile", "--norc", "-e", script.to_str().unwrap()],
+        );
+        (tar, make, bash)
+    };
+    let (tar, make, bash) = host_steps(&job);
+    tar.assert_code(0);
+    make.assert_code(0);
+    bash.assert_code(0);
+    assert!(
+        !log.exists(),
+        "ran on the host: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    assert!(
+        bash.stdout
+            .contains("version=1.2.3\nHELLO-TOOL-RAN\nhost-done"),
+        "{bash}"
+    );
+    // what the runner got, and the lines that said what was kept back
+    assert_eq!(var(&job, "TAR_OPTIONS"), None, "{job:?}");
+    assert_eq!(var(&job, "GNUMAKEFLAGS"), None, "{job:?}");
+    assert!(
+        second
+            .stderr
+            .contains("GITHUB_ENV: \"TAR_OPTIONS\" kept for later sandboxed steps only"),
+        "{second}"
+    );
+    for name in [
+        "TAR_OPTIONS",
+        "GNUMAKEFLAGS",
+        "RM",
+        "POST_BUILD_HOOK",
+        "MY_CC",
+        "UNLISTED_VALUE",
+    ] {
+        let line = format!("GITHUB_ENV: \"{name}\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_ENV");
+        assert!(first.stderr.contains(&line), "{line}: {first}");
+    }
+    assert!(
+        first.stderr.contains("GITHUB_PATH: \"/opt/kept-for-sandbox/bin\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_PATH"),
+        "{first}"
+    );
+    assert_eq!(var(&job, "VERSION"), Some("1.2.3"), "{job:?}");
+    assert_eq!(var(&job, "SANDBOX_RUN_EXPORT_ENV"), Some(listed), "{job:?}");
+    for k in [
+        "TAR_OPTIONS",
+        "GNUMAKEFLAGS",
+        "RM",
+        "POST_BUILD_HOOK",
+        "MY_CC",
+        "UNLISTED_VALUE",
+        "HOME",
+        "XDG_CONFIG_HOME",
+    ] {
+        assert_eq!(var(&job, k), None, "{k}: {job:?}");
+    }
+    assert_eq!(job.prepend, [tools.to_string_lossy().into_owned()]);
+
+    // control: the step's values, had they reached the runner, run every payload
+    let e = |n: &str| {
+        evil.join(format!("pwn-{n}.sh"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let given = Job {
+        env: vec![
+            (
+                "TAR_OPTIONS".into(),
+                format!("--checkpoint=1 --checkpoint-action=exec={}", e("tar")),
+            ),
+            (
+                "GNUMAKEFLAGS".into(),
+                format!("--eval=all:pwn --eval=pwn:;@{}", e("make")),
+            ),
+            ("RM".into(), e("rm")),
+            ("POST_BUILD_HOOK".into(), e("hook")),
+            ("MY_CC".into(), e("cc")),
+        ],
+        ..Job::default()
+    };
+    host_steps(&given);
+    let ran = std::fs::read_to_string(&log).unwrap_or_default();
+    for n in ["tar", "make", "rm", "hook", "cc"] {
+        assert!(
+            ran.lines().any(|l| l == n),
+            "control: {n} did not run: {ran:?}"
+        );
+    }
+}
+
+/// A kept `GITHUB_PATH` entry is the next workload's, never sandbox-run's: step 1 puts a
+/// directory of `$RUNNER_TEMP` holding a `bash` into `GITHUB_PATH` (kept: not listed, and a
+/// directory the step could write). Step 2's shell line names a bare `bash`, which the gate
+/// resolves with sandbox-run's own PATH (the runner's): the system's bash runs the script,
+/// whose PATH has the kept entry first, as the runner would have given it. Control: the
+/// planted `bash` is there and runs when the script itself calls it (inside the sandbox).
+#[test]
+fn a_kept_path_entry_never_chooses_the_next_steps_shell() {
+    if !sandbox_works() {
+        return;
+    }
+    let r = Runner::new("actions-kept-path");
+    let mut job = Job::default();
+    let plant = "mkdir -p \"$RUNNER_TEMP/evil\"\nprintf '#!/usr/bin/bash\\necho PLANTED-SHELL-RAN\\n' > \"$RUNNER_TEMP/evil/bash\"\nchmod +x \"$RUNNER_TEMP/evil/bash\"\necho \"$RUNNER_TEMP/evil\" >> \"$GITHUB_PATH\"\n";
+    r.step_in(1, &[], "bash", &job, plant).assert_code(0);
+    r.apply(1, &mut job);
+    assert!(job.prepend.is_empty(), "{job:?}");
+    let evil = r.temp.join("evil");
+    let out = r.step_in(
+        2,
+        &[],
+        "bash",
+        &job,
+        "echo \"real shell, path=$PATH\"\nbash -c true\n",
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout
+            .starts_with(&format!("real shell, path={}:", evil.display())),
+        "{out}"
+    );
+    // control: the planted one is the workload's own `bash`, inside the sandbox
+    assert!(out.stdout.contains("PLANTED-SHELL-RAN"), "control: {out}");
+    assert_eq!(out.stdout.matches("PLANTED-SHELL-RAN").count(), 1, "{out}");
 }

@@ -9,7 +9,54 @@ use crate::workspace::Workspace;
 use std::ffi::OsString;
 
 pub(super) fn load_profile(name: &str) -> Result<Profile, Fail> {
-    Loader::from_env().load(name).map_err(|e| Fail::usage(e.0))
+    let loader = Loader::from_env();
+    let profile = loader.load(name).map_err(|e| Fail::usage(e.0))?;
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        let env = |k: &str| std::env::var(k).ok();
+        crate::profile::refuse_writable_places(&loader, &profile, &step_writable(), env)
+            .map_err(|e| Fail::usage(e.0))?;
+    }
+    Ok(profile)
+}
+
+/// Where a sandboxed Actions step can write, as far as known before the profile is read:
+/// `$RUNNER_TEMP`, the workspace (`$GITHUB_WORKSPACE`, and the git top level above the
+/// current directory), and sandbox-run's state directory (kept homes, run directories).
+fn step_writable() -> crate::profile::Places {
+    let var = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .filter(|v| v.starts_with('/') && v != "/")
+    };
+    let mut out = Vec::new();
+    if let Some(t) = var("RUNNER_TEMP") {
+        out.push((t.into(), "$RUNNER_TEMP".to_string()));
+    }
+    if let Some(w) = var("GITHUB_WORKSPACE") {
+        out.push((w.into(), "$GITHUB_WORKSPACE".to_string()));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Ok(ws) = crate::workspace::Workspace::find(None, &cwd) {
+            if ws.chosen == crate::workspace::Chosen::Git && ws.repo != std::path::Path::new("/") {
+                out.push((ws.repo, "the repo".to_string()));
+            }
+        }
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if let Ok((base, below)) = crate::state::location(
+        me,
+        me,
+        |k| std::env::var(k).ok(),
+        crate::state::passwd_home(me),
+        "profile",
+    ) {
+        let dir = below.iter().fold(base, |d, c| d.join(c));
+        out.push((
+            dir,
+            "sandbox-run's state directory (kept homes, run directories)".into(),
+        ));
+    }
+    out
 }
 
 /// The profile, with the layers the caller waived by `--without` made best-effort.

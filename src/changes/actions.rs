@@ -18,21 +18,31 @@
 //! appends to the real files, opened without following a link, only what passes, written
 //! anew in a form the runner reads back as exactly the entries that passed:
 //!
-//! - `GITHUB_ENV`: no code-loading name (`layers::env`'s list, and [`HOST_EXACT`] /
-//!   [`HOST_PREFIX`]: what makes a later host program load code or configuration from a path
-//!   the step chose), no `PATH` (that is `GITHUB_PATH`'s job, with its rules), none of the
-//!   runner's own names (`GITHUB_*`, `RUNNER_*`, `ACTIONS_*`: `GITHUB_EVENT_PATH` or
-//!   `ACTIONS_RUNTIME_URL` would send later actions to data or hosts the step chose).
-//! - `GITHUB_PATH`: absolute entries only, one directory each (no `:`), without `.` or `..`,
-//!   and none inside a directory the step could write (the repo, `$RUNNER_TEMP`, the kept
-//!   home and `$HOME` as the step saw it, any read-write bind) or below a world-writable one
+//! - `GITHUB_ENV`: only the names the workflow listed in its `env:` as
+//!   `SANDBOX_RUN_EXPORT_ENV` ([`export`]: any name a later host program reads can be code,
+//!   `TAR_OPTIONS` for the tar of actions/cache, `GNUMAKEFLAGS`, make's `RM`..., so no list
+//!   of bad names would do), and never, listed or not, sandbox-run's own names
+//!   (`SANDBOX_RUN_*`, the export lists included: a step can never widen them), code-loading
+//!   ones (`LD_*`, `layers::env`'s list), the runner's (`GITHUB_*`, `RUNNER_*`, `ACTIONS_*`),
+//!   `PATH`, and the names sandbox-run takes its configuration from (`HOME`, `XDG_*`...).
+//! - `GITHUB_PATH`: only the directories the workflow listed as `SANDBOX_RUN_EXPORT_PATH`,
+//!   and of those only absolute entries, one directory each (no `:`), without `.` or `..`,
+//!   none inside a directory the step could write (the repo, `$RUNNER_TEMP`, the kept home
+//!   and `$HOME` as the step saw it, any read-write bind) or below a world-writable one
 //!   (`/tmp`), as written or resolved.
 //! - `GITHUB_OUTPUT`, `GITHUB_STATE`: every well-formed entry.
 //! - `GITHUB_STEP_SUMMARY`: as written, up to the runner's own 1 MiB.
 //!
+//! What a step wrote to `GITHUB_ENV` or `GITHUB_PATH` and did not hand to the runner is kept
+//! for the later sandboxed steps of the same job ([`job`]), outside anything a step can
+//! write, and given to them inside their sandbox as the runner would have.
+//!
 //! A malformed entry stops the runner's parse (the step fails there); here it and the rest of
 //! that file are refused. Every refusal is one line on stderr (the first [`STDERR_MAX`]) and
 //! an entry of the report's `file_commands`.
+
+pub mod export;
+pub mod job;
 
 use crate::layers::{landlock, mounts, ns::Ids};
 use serde::Serialize;
@@ -64,150 +74,6 @@ const REPORT_MAX: usize = 256;
 /// The longest name shown (stderr and report), in characters.
 const NAME_SHOWN: usize = 1024;
 
-/// Names that make a later host program load code or configuration from a place the step
-/// chose, beyond `layers::env`'s list (which guards what enters a sandbox): git's and other
-/// tools' config dirs (`core.fsmonitor` runs a command), compilers and their flags
-/// (`-fplugin=`, `-C linker=`), toolchain homes whose `bin` runs, package managers' sources.
-pub const HOST_EXACT: &[&str] = &[
-    "XDG_CONFIG_HOME",
-    "XDG_CONFIG_DIRS",
-    "XDG_DATA_HOME",
-    "XDG_DATA_DIRS",
-    "XDG_CACHE_HOME",
-    "XDG_STATE_HOME",
-    "ZDOTDIR",
-    "INPUTRC",
-    "TMP",
-    "TEMP",
-    "CURL_HOME",
-    "WGETRC",
-    "KUBECONFIG",
-    "DOCKER_CONFIG",
-    "DOCKER_HOST",
-    "AWS_CONFIG_FILE",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "BOTO_CONFIG",
-    "CLOUDSDK_CONFIG",
-    "AZURE_CONFIG_DIR",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GNUPGHOME",
-    "RUSTC",
-    "RUSTDOC",
-    "RUSTFLAGS",
-    "RUSTDOCFLAGS",
-    "CC",
-    "CXX",
-    "CPP",
-    "LD",
-    "AR",
-    "AS",
-    "CFLAGS",
-    "CXXFLAGS",
-    "CPPFLAGS",
-    "LDFLAGS",
-    "MAKEFLAGS",
-    "MFLAGS",
-    "MAKEFILES",
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
-    "LIBRARY_PATH",
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "CPLUS_INCLUDE_PATH",
-    "PKG_CONFIG_PATH",
-    "PKG_CONFIG_LIBDIR",
-    "JAVA_HOME",
-    "JDK_HOME",
-    "JRE_HOME",
-    "CLASSPATH",
-    "GRADLE_OPTS",
-    "GRADLE_USER_HOME",
-    "MAVEN_OPTS",
-    "MAVEN_ARGS",
-    "MAVEN_HOME",
-    "M2_HOME",
-    "ANT_OPTS",
-    "SBT_OPTS",
-    "PHPRC",
-    "PHP_INI_SCAN_DIR",
-    "VIRTUAL_ENV",
-    "NVM_DIR",
-    "VOLTA_HOME",
-    "ELECTRON_RUN_AS_NODE",
-    "R_PROFILE",
-    "R_PROFILE_USER",
-    "R_ENVIRON",
-    "R_ENVIRON_USER",
-    "R_LIBS",
-    "R_LIBS_USER",
-    "TCLLIBPATH",
-    "EMACSLOADPATH",
-    "VIMINIT",
-    "EXINIT",
-    "MYVIMRC",
-    "TERMINFO",
-    "TERMINFO_DIRS",
-    "LOCPATH",
-    "MAGIC",
-    "OPENSSL_CONF",
-    "OPENSSL_ENGINES",
-    "OPENSSL_MODULES",
-    "SSLKEYLOGFILE",
-    "NODE_TLS_REJECT_UNAUTHORIZED",
-    "NODE_ICU_DATA",
-    "NODE_COMPILE_CACHE",
-    "NODE_REDIRECT_WARNINGS",
-    "GOFLAGS",
-    "GOROOT",
-    "GOPATH",
-    "GOBIN",
-    "GOENV",
-    "GOTOOLCHAIN",
-    "GOPROXY",
-    "GOSUMDB",
-    "GONOSUMDB",
-    "GONOSUMCHECK",
-    "GOPRIVATE",
-    "GONOPROXY",
-    "GOINSECURE",
-    "GOEXPERIMENT",
-    "GOCACHE",
-    "GOMODCACHE",
-];
-
-/// Prefixes (case-insensitive) of such names: whole families of a tool's settings.
-pub const HOST_PREFIX: &[&str] = &[
-    "PYTHON",
-    "PIP_",
-    "PIPX_",
-    "PIPENV_",
-    "POETRY_",
-    "UV_",
-    "CONDA",
-    "COREPACK_",
-    "BUN_",
-    "DENO_",
-    "RUBY",
-    "GEM_",
-    "BUNDLE_",
-    "LUA_",
-    "PERL",
-    "JULIA_",
-    "GUILE_",
-    "DOTNET_",
-    "CORECLR_",
-    "COMPLUS_",
-    "NUGET_",
-    "CARGO_",
-    "RUSTUP_",
-    "GH_",
-    "CCACHE_",
-    "SCCACHE_",
-    "CMAKE_",
-    "CONAN_",
-    "VCPKG_",
-];
-
 /// What a run needs to bring the file commands back ([`apply`]).
 #[derive(Debug, Clone, Default)]
 pub struct Setup {
@@ -221,13 +87,24 @@ pub struct Setup {
     pub files: Vec<(String, PathBuf)>,
     /// Host directories the command could write: no `GITHUB_PATH` entry may lead into them.
     pub writable: Vec<PathBuf>,
+    /// What the workflow listed for the runner's unsandboxed steps (the caller's environment).
+    pub lists: export::Lists,
+    /// The job's kept state, where the rest goes; `None` outside a job (then it is refused).
+    pub job: Option<job::Job>,
+    /// [`job::fingerprint`] of each caller variable, for [`job::Kept::set`].
+    pub before: BTreeMap<String, u64>,
 }
 
 /// Why an entry did not reach the runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
-    /// Changes what code a later program loads (`BASH_ENV`, `LD_PRELOAD`, `JAVA_HOME`...).
+    /// Not listed by the workflow (`SANDBOX_RUN_EXPORT_ENV`, `SANDBOX_RUN_EXPORT_PATH`).
+    NotListed,
+    /// A name sandbox-run takes its own configuration from (`SANDBOX_RUN_*`, `HOME`,
+    /// `XDG_*`...).
+    OwnConfig,
+    /// Changes what code a later program loads (`BASH_ENV`, `LD_PRELOAD`...).
     LoadsCode,
     /// `PATH` in `GITHUB_ENV`.
     Path,
@@ -261,6 +138,8 @@ pub enum Reason {
 impl Reason {
     fn words(self) -> &'static str {
         match self {
+            Reason::NotListed => "not listed in the workflow's env",
+            Reason::OwnConfig => "sandbox-run takes its own configuration from it",
             Reason::LoadsCode => "it changes what code a later step loads",
             Reason::Path => "PATH is changed through GITHUB_PATH only",
             Reason::RunnerName => {
@@ -291,6 +170,8 @@ pub struct Refused {
     /// The entry's name (`GITHUB_PATH`: the entry), or `line N`, or empty for the whole file.
     pub name: String,
     pub reason: Reason,
+    /// Kept for the later sandboxed steps of the job ([`job`]).
+    pub kept: bool,
 }
 
 /// What became of the file commands of one run (the report's `file_commands`).
@@ -317,6 +198,8 @@ pub struct Input<'a> {
     pub repo: &'a Path,
     pub home_kept: Option<&'a Path>,
     pub scratch: Option<&'a Path>,
+    /// The job's kept state ([`job::Job::open`]), when the step runs in one.
+    pub job: Option<&'a job::Job>,
 }
 
 /// Set the file commands up for a run: the existing entries of `$RUNNER_TEMP` read-only
@@ -360,6 +243,21 @@ pub fn prepare(
     if let Some(temp) = &temp {
         protect_temp(temp, i.namespaces, ops, landlock.as_deref_mut())?;
     }
+    // What the job kept must lie where no step can write, or a step could choose it.
+    if let Some(j) = i.job {
+        let all = with_canonical(writable.clone());
+        let real = std::fs::canonicalize(&j.dir).unwrap_or_else(|_| j.dir.clone());
+        if let Some(w) = all
+            .iter()
+            .find(|w| j.dir.starts_with(w) || real.starts_with(w))
+        {
+            return Err(format!(
+                "file commands: the job state directory {} lies in {}, which the sandboxed step can write; set XDG_STATE_HOME (in the runner's environment) to a directory no step can write",
+                j.dir.display(),
+                w.display()
+            ));
+        }
+    }
     if files.is_empty() {
         ops.sort_by_key(|op| op.dst().components().count());
         return Ok(None);
@@ -393,6 +291,9 @@ pub fn prepare(
         run: Some(std::sync::Arc::new(run)),
         files,
         writable,
+        lists: export::Lists::from(i.caller),
+        job: i.job.cloned(),
+        before: job::fingerprints(i.caller),
     }))
 }
 
@@ -524,11 +425,33 @@ fn make_private(
 /// The `-v` line: which file commands are private copies, and where the host's copies are.
 pub fn plan_line(s: &Setup) -> String {
     let names: Vec<&str> = s.files.iter().map(|(n, _)| n.as_str()).collect();
+    let kept = match &s.job {
+        Some(j) => format!(
+            "the rest of GITHUB_ENV/GITHUB_PATH kept for the job's later sandboxed steps ({})",
+            j.dir.display()
+        ),
+        None => {
+            "the rest of GITHUB_ENV/GITHUB_PATH refused (no GITHUB_RUN_ID: no job to keep it for)"
+                .into()
+        }
+    };
     format!(
-        "file commands: {} are private copies ({}), filtered on the way back to the runner's files",
+        "file commands: {} are private copies ({}); the runner gets only what the workflow lists ({}: {}; {}: {}), {kept}",
         names.join(", "),
-        s.dir.display()
+        s.dir.display(),
+        export::EXPORT_ENV,
+        list_words(&s.lists.env),
+        export::EXPORT_PATH,
+        list_words(&s.lists.path),
     )
+}
+
+/// A list for the `-v` line.
+fn list_words(l: &[String]) -> String {
+    match l.is_empty() {
+        true => "none".into(),
+        false => l.join(","),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,11 +459,13 @@ pub fn plan_line(s: &Setup) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// Bring the file commands back: each private copy read (no link followed, bounded), filtered,
-/// and what passes appended to the runner's real file. Runs on the host after the sandbox is
-/// gone. Refusals are named on stderr and returned for the report.
+/// and what passes appended to the runner's real file; what a step wrote to `GITHUB_ENV` or
+/// `GITHUB_PATH` and did not pass kept for the job's later sandboxed steps. Runs on the host
+/// after the sandbox is gone. Refusals are named on stderr and returned for the report.
 pub fn apply(s: &Setup) -> Report {
     let mut report = Report::default();
     let mut refused = Vec::new();
+    let mut kept = s.job.as_ref().map(|j| j.kept.clone());
     let dir = crate::hostfs::Dir::open(&s.dir);
     for (name, real) in &s.files {
         let cap = match name.as_str() {
@@ -551,6 +476,7 @@ pub fn apply(s: &Setup) -> Report {
             file: name.clone(),
             name: String::new(),
             reason,
+            kept: false,
         };
         let bytes = match dir.as_ref().map(|d| d.read_small(Path::new(name), cap)) {
             Ok(Ok(Some(b))) => b,
@@ -564,16 +490,42 @@ pub fn apply(s: &Setup) -> Report {
                 continue;
             }
         };
-        let f = filter(name, &bytes, &s.writable);
-        refused.extend(f.refused);
-        if f.out.is_empty() {
-            continue;
+        let ctx = Ctx {
+            writable: &s.writable,
+            lists: &s.lists,
+            keep: kept.is_some(),
+        };
+        let mut f = filter(name, &bytes, &ctx);
+        if let Some(k) = kept.as_mut() {
+            for (n, v) in &f.kept_env {
+                k.set(n, v, &s.before);
+            }
+            for p in &f.kept_path {
+                k.add_path(p);
+            }
         }
-        match append(real, &f.out) {
-            Ok(()) => report.appended += f.appended,
-            Err(e) => {
-                eprintln!("sandbox-run: {name}: {}: {}", real.display(), io_words(&e));
-                refused.push(whole(Reason::NotApplied));
+        if !f.out.is_empty() {
+            match append(real, &f.out) {
+                Ok(()) => {
+                    report.appended += f.appended;
+                    if let Some(k) = kept.as_mut() {
+                        f.passed_env.iter().for_each(|n| k.forget(n));
+                        f.passed_path.iter().for_each(|p| k.forget_path(p));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("sandbox-run: {name}: {}: {}", real.display(), io_words(&e));
+                    refused.push(whole(Reason::NotApplied));
+                }
+            }
+        }
+        refused.append(&mut f.refused);
+    }
+    if let (Some(j), Some(k)) = (&s.job, &kept) {
+        if *k != j.kept {
+            if let Err(e) = j.save(k) {
+                eprintln!("sandbox-run: {e}");
+                refused.iter_mut().for_each(|r| r.kept = false);
             }
         }
     }
@@ -600,13 +552,33 @@ fn io_words(e: &std::io::Error) -> String {
 
 /// The stderr line of a refusal (names quoted and escaped: they are the step's text).
 pub fn refusal_line(r: &Refused) -> String {
-    match r.name.is_empty() {
-        true => format!("{}: not passed to the runner: {}", r.file, r.reason.words()),
-        false => format!(
+    let list = match r.file.as_str() {
+        "GITHUB_PATH" => export::EXPORT_PATH,
+        _ => export::EXPORT_ENV,
+    };
+    match (r.kept, r.reason) {
+        (true, Reason::NotListed) => format!(
+            "{}: {:?} kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: {list}",
+            r.file, r.name
+        ),
+        (true, why) => format!(
+            "{}: {:?} kept for later sandboxed steps only, never handed to unsandboxed steps: {}",
+            r.file,
+            r.name,
+            why.words()
+        ),
+        (false, Reason::NotListed) => format!(
+            "{}: {:?} not passed to the runner: not listed in the workflow's env: {list} (and no job, GITHUB_RUN_ID, to keep it for later sandboxed steps)",
+            r.file, r.name
+        ),
+        (false, why) if r.name.is_empty() => {
+            format!("{}: not passed to the runner: {}", r.file, why.words())
+        }
+        (false, why) => format!(
             "{}: {:?} not passed to the runner: {}",
             r.file,
             r.name,
-            r.reason.words()
+            why.words()
         ),
     }
 }
@@ -640,23 +612,41 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes)
 }
 
-/// What passes of one file, ready to append.
+/// What passes of one file, ready to append, and what is kept for the job.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Filtered {
     pub out: Vec<u8>,
     /// Entries in `out`.
     pub appended: u64,
     pub refused: Vec<Refused>,
+    /// `GITHUB_ENV` entries kept for the job's later sandboxed steps, in order.
+    pub kept_env: Vec<(String, String)>,
+    /// `GITHUB_PATH` entries kept for them, in order.
+    pub kept_path: Vec<String>,
+    /// Names and entries in `out` (the runner's from now on).
+    pub passed_env: Vec<String>,
+    pub passed_path: Vec<String>,
+}
+
+/// What [`filter`] decides by.
+pub struct Ctx<'a> {
+    /// Host directories the command could write ([`Setup::writable`]).
+    pub writable: &'a [PathBuf],
+    /// What the workflow listed.
+    pub lists: &'a export::Lists,
+    /// Whether what does not pass is kept for the job.
+    pub keep: bool,
 }
 
 /// Filter the private copy of the file command `file` (its variable's name).
-pub fn filter(file: &str, bytes: &[u8], writable: &[PathBuf]) -> Filtered {
+pub fn filter(file: &str, bytes: &[u8], ctx: &Ctx) -> Filtered {
     let mut f = Filtered::default();
-    let refuse = |f: &mut Filtered, name: &str, reason| {
+    let refuse = |f: &mut Filtered, name: &str, reason, kept| {
         f.refused.push(Refused {
             file: file.to_string(),
             name: shown(name),
             reason,
+            kept,
         })
     };
     if file == "GITHUB_STEP_SUMMARY" {
@@ -667,39 +657,61 @@ pub fn filter(file: &str, bytes: &[u8], writable: &[PathBuf]) -> Filtered {
         return f;
     }
     let Some(text) = decode(bytes) else {
-        refuse(&mut f, "", Reason::NotUtf8);
+        refuse(&mut f, "", Reason::NotUtf8, false);
         return f;
     };
     if file == "GITHUB_PATH" {
         for entry in path_lines(text) {
-            match path_reason(entry, writable) {
-                Some(r) => refuse(&mut f, entry, r),
+            let listed = ctx.lists.path.iter().any(|p| p == entry);
+            let why = match entry.contains('\0') {
+                true => Some(Reason::Nul),
+                false if !listed => Some(Reason::NotListed),
+                false => path_reason(entry, ctx.writable),
+            };
+            match why {
+                Some(Reason::Nul) => refuse(&mut f, entry, Reason::Nul, false),
+                Some(r) => {
+                    refuse(&mut f, entry, r, ctx.keep);
+                    f.kept_path.push(entry.to_string());
+                }
                 None => {
                     f.out.extend_from_slice(entry.as_bytes());
                     f.out.push(b'\n');
                     f.appended += 1;
+                    f.passed_path.push(entry.to_string());
                 }
             }
         }
         return f;
     }
-    let rule: fn(&str, &str) -> Option<Reason> = match file {
-        "GITHUB_ENV" => env_reason,
-        _ => pair_reason,
-    };
+    let is_env = file == "GITHUB_ENV";
     let parsed = parse_pairs(text);
     let mut out = String::new();
     for e in &parsed.entries {
-        match rule(e.name, e.value) {
-            Some(r) => refuse(&mut f, e.name, r),
+        let nul = (is_env && e.value.contains('\0')).then_some(Reason::Nul);
+        if let Some(r) = pair_reason(e.name, e.value).or(nul) {
+            refuse(&mut f, e.name, r, false);
+            continue;
+        }
+        match is_env
+            .then(|| export::env_reason(ctx.lists, e.name))
+            .flatten()
+        {
+            Some(r) => {
+                refuse(&mut f, e.name, r, ctx.keep);
+                f.kept_env.push((e.name.to_string(), e.value.to_string()));
+            }
             None => {
                 write_pair(&mut out, e.name, e.value);
                 f.appended += 1;
+                if is_env {
+                    f.passed_env.push(e.name.to_string());
+                }
             }
         }
     }
     if let Some(line) = parsed.malformed {
-        refuse(&mut f, &format!("line {line}"), Reason::Malformed);
+        refuse(&mut f, &format!("line {line}"), Reason::Malformed, false);
     }
     f.out = out.into_bytes();
     f
@@ -721,36 +733,8 @@ pub fn decode(bytes: &[u8]) -> Option<&str> {
     Some(text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
-/// Why a `GITHUB_ENV` entry may not reach the runner, if it may not.
-pub fn env_reason(name: &str, value: &str) -> Option<Reason> {
-    if let Some(r) = pair_reason(name, value) {
-        return Some(r);
-    }
-    let up = name.to_ascii_uppercase();
-    if up == "PATH" {
-        return Some(Reason::Path);
-    }
-    if ["GITHUB_", "RUNNER_", "ACTIONS_"]
-        .iter()
-        .any(|p| up.starts_with(p))
-    {
-        return Some(Reason::RunnerName);
-    }
-    let injection =
-        crate::layers::env::refusal(name) == Some(crate::layers::env::Refusal::Injection);
-    if injection
-        || HOST_EXACT.contains(&up.as_str())
-        || HOST_PREFIX.iter().any(|p| up.starts_with(p))
-    {
-        return Some(Reason::LoadsCode);
-    }
-    if value.contains('\0') {
-        return Some(Reason::Nul);
-    }
-    None
-}
-
-/// Why a `GITHUB_OUTPUT` or `GITHUB_STATE` entry may not reach the runner, if it may not.
+/// Why an entry of a `NAME=VALUE` file may not reach the runner nor be kept, if it may not:
+/// an empty name, a NUL byte in it.
 pub fn pair_reason(name: &str, _value: &str) -> Option<Reason> {
     if name.is_empty() {
         return Some(Reason::EmptyName);
@@ -1063,83 +1047,123 @@ mod tests {
         }
     }
 
-    #[test]
-    fn env_rules() {
-        for (name, want) in [
-            ("FOO", None),
-            ("NODE_ENV", None),
-            ("GOOD_NEWS", None),
-            ("NODE_TLS_REJECT_UNAUTHORIZED", Some(Reason::LoadsCode)),
-            ("MY_TOKEN", None),
-            ("BASH_ENV", Some(Reason::LoadsCode)),
-            ("LD_PRELOAD", Some(Reason::LoadsCode)),
-            ("ld_library_path", Some(Reason::LoadsCode)),
-            ("NODE_OPTIONS", Some(Reason::LoadsCode)),
-            ("PYTHONPATH", Some(Reason::LoadsCode)),
-            ("GIT_SSH_COMMAND", Some(Reason::LoadsCode)),
-            ("HOME", Some(Reason::LoadsCode)),
-            ("XDG_CONFIG_HOME", Some(Reason::LoadsCode)),
-            ("JAVA_HOME", Some(Reason::LoadsCode)),
-            ("RUSTFLAGS", Some(Reason::LoadsCode)),
-            ("CARGO_BUILD_RUSTC_WRAPPER", Some(Reason::LoadsCode)),
-            ("GOFLAGS", Some(Reason::LoadsCode)),
-            ("KUBECONFIG", Some(Reason::LoadsCode)),
-            ("OPENSSL_CONF", Some(Reason::LoadsCode)),
-            ("PATH", Some(Reason::Path)),
-            ("Path", Some(Reason::Path)),
-            ("GITHUB_EVENT_PATH", Some(Reason::RunnerName)),
-            ("GITHUB_TOKEN", Some(Reason::RunnerName)),
-            ("RUNNER_TEMP", Some(Reason::RunnerName)),
-            ("ACTIONS_RUNTIME_URL", Some(Reason::RunnerName)),
-            ("actions_cache_url", Some(Reason::RunnerName)),
-            ("", Some(Reason::EmptyName)),
-            ("A\0B", Some(Reason::Nul)),
-        ] {
-            assert_eq!(env_reason(name, "v"), want, "{name:?}");
-        }
-        assert_eq!(env_reason("FOO", "a\0b"), Some(Reason::Nul));
-        // outputs and state: any name that is one
-        assert_eq!(pair_reason("LD_PRELOAD", "x"), None);
-        assert_eq!(pair_reason("", "x"), Some(Reason::EmptyName));
-    }
-
-    fn refused(f: &Filtered) -> Vec<(&str, Reason)> {
+    fn refused(f: &Filtered) -> Vec<(&str, Reason, bool)> {
         f.refused
             .iter()
-            .map(|r| (r.name.as_str(), r.reason))
+            .map(|r| (r.name.as_str(), r.reason, r.kept))
             .collect()
     }
 
+    fn ctx<'a>(writable: &'a [PathBuf], lists: &'a export::Lists, keep: bool) -> Ctx<'a> {
+        Ctx {
+            writable,
+            lists,
+            keep,
+        }
+    }
+
     #[test]
-    fn env_files_are_filtered_entry_by_entry() {
-        let text = "FOO=bar\nBASH_ENV=/tmp/evil.sh\nLD_PRELOAD=/tmp/e.so\nPATH=/tmp/bin\nGITHUB_EVENT_PATH=/tmp/e.json\nML<<EOF\nl1\nLD_PRELOAD=/x\nEOF\nnot an entry\nLATE=1\n";
-        let f = filter("GITHUB_ENV", text.as_bytes(), &[]);
+    fn env_files_pass_only_listed_names_and_keep_the_rest() {
+        let lists = export::Lists {
+            env: vec![
+                "FOO".into(),
+                "ML".into(),
+                "LD_PRELOAD".into(),
+                "SANDBOX_RUN_EXPORT_ENV".into(),
+            ],
+            path: vec![],
+        };
+        let text = "FOO=bar\nTAR_OPTIONS=--checkpoint-action=exec=x\nBASH_ENV=/tmp/evil.sh\nLD_PRELOAD=/tmp/e.so\nPATH=/tmp/bin\nGITHUB_EVENT_PATH=/tmp/e.json\nSANDBOX_RUN_EXPORT_ENV=TAR_OPTIONS\nML<<EOF\nl1\nLD_PRELOAD=/x\nEOF\nZ=a\0b\nnot an entry\nLATE=1\n";
+        let f = filter("GITHUB_ENV", text.as_bytes(), &ctx(&[], &lists, true));
         assert_eq!(
             String::from_utf8(f.out.clone()).unwrap(),
             "FOO=bar\nML<<SANDBOX_RUN_EOF_0\nl1\nLD_PRELOAD=/x\nSANDBOX_RUN_EOF_0\n"
         );
         assert_eq!(f.appended, 2);
+        assert_eq!(f.passed_env, ["FOO", "ML"]);
         assert_eq!(
             refused(&f),
             [
-                ("BASH_ENV", Reason::LoadsCode),
-                ("LD_PRELOAD", Reason::LoadsCode),
-                ("PATH", Reason::Path),
-                ("GITHUB_EVENT_PATH", Reason::RunnerName),
-                ("line 10", Reason::Malformed),
+                ("TAR_OPTIONS", Reason::NotListed, true),
+                ("BASH_ENV", Reason::LoadsCode, true),
+                ("LD_PRELOAD", Reason::LoadsCode, true),
+                ("PATH", Reason::Path, true),
+                ("GITHUB_EVENT_PATH", Reason::RunnerName, true),
+                ("SANDBOX_RUN_EXPORT_ENV", Reason::OwnConfig, true),
+                ("Z", Reason::Nul, false),
+                ("line 13", Reason::Malformed, false),
             ]
         );
-        // outputs pass whole
-        let f = filter("GITHUB_OUTPUT", b"\xef\xbb\xbfx=1\nLD_PRELOAD=2\n", &[]);
+        let kept: Vec<&str> = f.kept_env.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            kept,
+            [
+                "TAR_OPTIONS",
+                "BASH_ENV",
+                "LD_PRELOAD",
+                "PATH",
+                "GITHUB_EVENT_PATH",
+                "SANDBOX_RUN_EXPORT_ENV"
+            ]
+        );
+        assert_eq!(f.kept_env[0].1, "--checkpoint-action=exec=x");
+        // outside a job: refused, not kept, and the line says so
+        let f = filter("GITHUB_ENV", b"TAG=1\n", &ctx(&[], &lists, false));
+        assert_eq!(refused(&f), [("TAG", Reason::NotListed, false)]);
+        assert!(
+            refusal_line(&f.refused[0]).contains("no job"),
+            "{:?}",
+            f.refused
+        );
+        // outputs pass whole, whatever their names
+        let f = filter(
+            "GITHUB_OUTPUT",
+            b"\xef\xbb\xbfx=1\nLD_PRELOAD=2\n",
+            &ctx(&[], &lists, true),
+        );
         assert_eq!(f.out, b"x=1\nLD_PRELOAD=2\n");
-        assert!(f.refused.is_empty());
+        assert!(f.refused.is_empty() && f.kept_env.is_empty());
         // another encoding: nothing
-        let f = filter("GITHUB_ENV", b"\xff\xfeA\0=\x001\0", &[]);
+        let f = filter(
+            "GITHUB_ENV",
+            b"\xff\xfeA\0=\x001\0",
+            &ctx(&[], &lists, true),
+        );
         assert!(f.out.is_empty());
-        assert_eq!(refused(&f), [("", Reason::NotUtf8)]);
+        assert_eq!(refused(&f), [("", Reason::NotUtf8, false)]);
         // the summary as written
-        let f = filter("GITHUB_STEP_SUMMARY", b"# hi\n\xff", &[]);
+        let f = filter(
+            "GITHUB_STEP_SUMMARY",
+            b"# hi\n\xff",
+            &ctx(&[], &lists, true),
+        );
         assert_eq!((f.out.as_slice(), f.appended), (&b"# hi\n\xff"[..], 1));
+    }
+
+    #[test]
+    fn refusal_lines_say_how_to_list() {
+        let r = |file: &str, name: &str, reason, kept| Refused {
+            file: file.into(),
+            name: name.into(),
+            reason,
+            kept,
+        };
+        assert_eq!(
+            refusal_line(&r("GITHUB_ENV", "TAR_OPTIONS", Reason::NotListed, true)),
+            "GITHUB_ENV: \"TAR_OPTIONS\" kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: SANDBOX_RUN_EXPORT_ENV"
+        );
+        assert!(
+            refusal_line(&r("GITHUB_PATH", "/x", Reason::NotListed, true))
+                .ends_with("SANDBOX_RUN_EXPORT_PATH"),
+        );
+        assert_eq!(
+            refusal_line(&r("GITHUB_ENV", "LD_PRELOAD", Reason::LoadsCode, true)),
+            "GITHUB_ENV: \"LD_PRELOAD\" kept for later sandboxed steps only, never handed to unsandboxed steps: it changes what code a later step loads"
+        );
+        assert_eq!(
+            refusal_line(&r("GITHUB_ENV", "", Reason::NotUtf8, false)),
+            "GITHUB_ENV: not passed to the runner: the file is not UTF-8"
+        );
     }
 
     #[test]
@@ -1199,16 +1223,41 @@ mod tests {
             assert_eq!(path_reason(&entry, &writable), want, "{entry}");
         }
         let text = format!(
-            "{}\n{}\r/usr/bin\n",
+            "{}\n{}\r/usr/bin\n/opt/unlisted\n",
             s(&temp.join("evil")),
             s(&safe.join("bin"))
         );
-        let f = filter("GITHUB_PATH", text.as_bytes(), &writable);
+        // listed: the safe ones pass; a listed writable one is still kept back
+        let lists = export::Lists {
+            env: vec![],
+            path: vec![
+                s(&temp.join("evil")),
+                s(&safe.join("bin")),
+                "/usr/bin".into(),
+            ],
+        };
+        let f = filter(
+            "GITHUB_PATH",
+            text.as_bytes(),
+            &Ctx {
+                writable: &writable,
+                lists: &lists,
+                keep: true,
+            },
+        );
         assert_eq!(
             String::from_utf8(f.out).unwrap(),
             format!("{}\n/usr/bin\n", s(&safe.join("bin")))
         );
         assert_eq!(f.appended, 2);
+        assert_eq!(f.kept_path, [s(&temp.join("evil")), "/opt/unlisted".into()]);
+        assert_eq!(
+            f.refused
+                .iter()
+                .map(|r| (r.reason, r.kept))
+                .collect::<Vec<_>>(),
+            [(Reason::WritableDir, true), (Reason::NotListed, true)]
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 
@@ -1255,6 +1304,7 @@ mod tests {
             repo: Path::new("/w/repo"),
             home_kept: None,
             scratch: None,
+            job: None,
         };
         let rw_temp = mounts::Op::Bind {
             src: temp.clone(),
