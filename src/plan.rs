@@ -264,7 +264,10 @@ pub fn prepare_layer_dir(
             plan.layer_dir = Some(dir.disk.clone());
             // No call of the workload's grows a file past the budget left (see layers::disk).
             if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {
-                plan.rlimits.fsize = plan.rlimits.fsize.min(cap);
+                plan.rlimits.fsize = plan
+                    .rlimits
+                    .fsize
+                    .min(crate::layers::disk::first_fsize(cap));
                 plan.rlimits.disk_budget = true;
             }
             Ok(Some(dir))

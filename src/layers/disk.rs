@@ -130,6 +130,12 @@ pub struct Budget {
     pub hit: bool,
 }
 
+/// The workload's `RLIMIT_FSIZE` at its start, for a cap of `cap` bytes: the cap less
+/// [`SLACK`] (also the hard limit, which the supervisor's updates stay under).
+pub fn first_fsize(cap: u64) -> u64 {
+    cap.saturating_sub(SLACK)
+}
+
 /// How often the filesystem's usage is looked at (a `statfs`: about a microsecond).
 pub const TICK: Duration = Duration::from_millis(10);
 
@@ -161,13 +167,13 @@ impl Budget {
     /// held, less [`SLACK`]), plus the blocks of its largest file, so that the file a command
     /// is writing can take the whole room however big it already is. A call on a smaller file
     /// can add at most that much more than the room: the largest file's size (nothing for a
-    /// command that writes its files one after the other). Never more than the cap.
+    /// command that writes its files one after the other). Never more than [`first_fsize`].
     pub fn left(&self) -> u64 {
         let room = self
             .cap_bytes
             .saturating_sub(self.last.bytes)
             .saturating_sub(SLACK);
-        (room + self.last.largest).min(self.cap_bytes)
+        (room + self.last.largest).min(first_fsize(self.cap_bytes))
     }
 
     /// When the next check is due.

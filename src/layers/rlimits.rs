@@ -58,6 +58,13 @@ pub fn apply(l: Limits) -> Result<(), StepError> {
         };
         res.set(v, hard).map_err(err)?;
     }
+    Ok(())
+}
+
+/// With the disk budget, SIGXFSZ is ignored (a disposition that survives exec): a write past
+/// the budget fails with `EFBIG` instead of killing the writer. Called after the signals are
+/// reset to their defaults.
+pub fn ignore_sigxfsz(l: Limits) -> Result<(), StepError> {
     if l.disk_budget {
         // SAFETY: setting a signal's disposition to SIG_IGN; no handler, nothing allocated.
         if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
