@@ -175,7 +175,10 @@ fn a_write_past_its_cap_fails_inside_and_what_fit_arrives() {
     let res = &v["results"][0];
     assert_eq!(res["limits_hit"], serde_json::json!(["disk"]), "{v:#}");
     assert_eq!(res["repo_changes"]["applied"], "all", "{v:#}");
-    assert_eq!(std::fs::read_to_string(repo.join("small")).unwrap(), "small\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("small")).unwrap(),
+        "small\n"
+    );
     let big = std::fs::metadata(repo.join("big")).unwrap().len();
     assert!((90 * MIB..100 * MIB).contains(&big), "{big}");
     assert_eq!(left_behind(&f), Vec::<String>::new());

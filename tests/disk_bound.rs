@@ -271,7 +271,7 @@ fn one_copy_or_write_cannot_pass_the_cap() {
 
 /// What several calls can add together before the supervisor's next look: the margin the
 /// docs state (docs/performance.md, "Big writes").
-const MANY_CALLS: u64 = 64 * MIB;
+const MANY_CALLS: u64 = 32 * MIB;
 
 /// A command that ignores SIGTERM and writes 400 MiB in 10 MiB files after its timeout,
 /// during the kill grace: the budget still holds (the limit shrinks to nothing, the files past
@@ -310,8 +310,10 @@ fn writes_during_the_kill_grace_stay_bounded() {
     assert!(o.limits_hit().contains(&"disk".into()), "{:#}", o.report);
 }
 
-/// Four writers at once, 150 MiB each, under a 100 MiB cap: together within the cap plus the
-/// stated margin (past the cap the run is stopped). Control: four writers of 20 MiB each all reach the repo.
+/// Four writers at once under a 100 MiB cap, each with one `posix_fallocate` of 150 MiB
+/// (which writes, the allocating `fallocate` being refused) and then `head` writing 150 MiB
+/// more: together within the cap plus the stated margin (past the cap the run is stopped).
+/// Control: four writers of 20 MiB each all reach the repo.
 #[test]
 fn several_writers_at_once_stay_bounded() {
     if !works() {
@@ -320,7 +322,8 @@ fn several_writers_at_once_stay_bounded() {
     let f = Fixture::new("bound-many");
     let script = |n: u32| {
         format!(
-            "for i in 1 2 3 4; do (head -c {n}M /dev/zero > w$i 2>/dev/null && echo wrote-$i) & done; wait; exit 0"
+            "for i in 1 2 3 4; do (python3 -c \"import os; fd = os.open('w$i', os.O_CREAT | os.O_WRONLY); os.posix_fallocate(fd, 0, {n} << 20)\" 2>/dev/null && echo wrote-$i; \
+             head -c {n}M /dev/zero > h$i 2>/dev/null) & done; wait; exit 0"
         )
     };
     let repo = f.repo("repo");
@@ -338,13 +341,17 @@ fn several_writers_at_once_stay_bounded() {
     assert!(o.limits_hit().contains(&"disk".into()), "{:#}", o.report);
 
     let repo = f.repo("control");
-    let o = attack(&f, &repo, &[("disk", "100M")], &script(20));
+    let o = attack(&f, &repo, &[("disk", "100M")], &script(10));
     o.run.assert_code(0);
     for i in 1..=4 {
         assert!(o.run.stdout.contains(&format!("wrote-{i}")), "{}", o.run);
         assert_eq!(
             std::fs::metadata(repo.join(format!("w{i}"))).unwrap().len(),
-            20 * MIB
+            10 * MIB
+        );
+        assert_eq!(
+            std::fs::metadata(repo.join(format!("h{i}"))).unwrap().len(),
+            10 * MIB
         );
     }
     assert!(o.limits_hit().is_empty(), "{:#}", o.report);
