@@ -191,28 +191,41 @@ fn one_fallocate_cannot_pass_the_cap() {
     assert!(o.limits_hit().is_empty(), "{:#}", o.report);
 }
 
-/// One `copy_file_range` of 280 MiB from a big (sparse) file of the repo, and one `write` of
-/// 280 MiB from a zero-page mapping: each call stops at the budget left (a short count), the
-/// next one fails with EFBIG (SIGXFSZ ignored), and the layer never holds more than the cap.
-/// Control: the same calls for 90 MiB go through whole and reach the repo.
+/// One `copy_file_range` of 280 MiB from a big (sparse) file of the repo, one `write` of
+/// 280 MiB from a zero-page mapping, one `sendfile` of 280 MiB, and an `ftruncate` to 280 MiB
+/// (for writes through a shared mapping, which no call sees): each call stops at the budget
+/// left (a short count), the next write fails with EFBIG (SIGXFSZ ignored), the truncate fails
+/// with EFBIG, and the layer never holds more than the cap. Control: the same calls for
+/// 90 MiB go through whole, the mapped file is filled through its mapping and reaches the
+/// repo.
 #[test]
 fn one_copy_or_write_cannot_pass_the_cap() {
     if !works() {
         return;
     }
     let f = Fixture::new("bound-copy");
+    // each step frees what it wrote and waits for the limit to come back up
     let py = |n: u64, again: bool| {
         format!(
-            "import mmap, os\n\
+            "import mmap, os, time\n\
              s = os.open('sparse', os.O_RDONLY)\n\
              d = os.open('copied', os.O_CREAT | os.O_WRONLY)\n\
              print('copied', os.copy_file_range(s, d, {n} << 20), flush=True)\n\
-             os.close(d); os.unlink('copied')\n\
+             os.close(d); os.unlink('copied'); time.sleep(0.3)\n\
              m = mmap.mmap(-1, {n} << 20)\n\
              w = os.open('written', os.O_CREAT | os.O_WRONLY)\n\
              print('wrote', os.write(w, m), flush=True)\n\
              if {again}:\n    try:\n        os.write(w, m); print('again-ok')\n    \
-             except OSError as e:\n        print('again-errno', e.errno)\n",
+             except OSError as e:\n        print('again-errno', e.errno)\n\
+             os.close(w); os.unlink('written'); time.sleep(0.3)\n\
+             d = os.open('sent', os.O_CREAT | os.O_WRONLY)\n\
+             print('sent', os.sendfile(d, s, 0, {n} << 20), flush=True)\n\
+             os.close(d); os.unlink('sent'); time.sleep(0.3)\n\
+             t = os.open('mapped', os.O_CREAT | os.O_RDWR)\n\
+             try:\n    os.ftruncate(t, {n} << 20); print('truncated', flush=True)\n\
+             except OSError as e:\n    print('truncate-errno', e.errno, flush=True)\n\
+             size = os.fstat(t).st_size\n\
+             if size:\n    mm = mmap.mmap(t, size); mm[:] = b'x' * size; mm.flush()\n",
             again = if again { "True" } else { "False" }
         )
     };
@@ -230,6 +243,14 @@ fn one_copy_or_write_cannot_pass_the_cap() {
     };
     assert!(n("copied") < CAP, "{}", o.run);
     assert!(n("wrote") < CAP, "{}", o.run);
+    assert!(n("sent") < CAP, "{}", o.run);
+    assert!(
+        o.run
+            .stdout
+            .contains(&format!("truncate-errno {}", libc::EFBIG)),
+        "{}",
+        o.run
+    );
     assert!(
         o.run
             .stdout
@@ -257,13 +278,13 @@ fn one_copy_or_write_cannot_pass_the_cap() {
         "{}",
         o.run
     );
-    assert!(
-        o.run.stdout.contains(&format!("wrote {}", 90 * MIB)),
-        "{}",
-        o.run
-    );
+    for what in ["wrote", "sent"] {
+        let line = format!("{what} {}", 90 * MIB);
+        assert!(o.run.stdout.contains(&line), "{}", o.run);
+    }
+    assert!(o.run.stdout.contains("truncated"), "{}", o.run);
     assert_eq!(
-        std::fs::metadata(repo.join("written")).unwrap().len(),
+        std::fs::metadata(repo.join("mapped")).unwrap().len(),
         90 * MIB
     );
     assert!(o.limits_hit().is_empty(), "{:#}", o.report);
