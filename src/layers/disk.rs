@@ -2,8 +2,10 @@
 //! [`IN_MEMORY_MAX`], the kept overlay's upper and work dirs live in a private directory on the
 //! host ([`crate::state::LayerDir`], made by [`crate::plan::prepare_layer_dir`]) instead of a
 //! tmpfs, so that what a build writes costs disk, not the sandbox's memory; the cap becomes a
-//! budget the supervisor watches ([`Budget`]): past it the run is stopped. Why (measured):
-//! docs/performance.md, "Big writes".
+//! budget ([`Budget`]) held per call by the kernel (`RLIMIT_FSIZE` at the room left,
+//! [`crate::layers::fsize`]; allocating `fallocate` modes and reflinks refused by seccomp) and
+//! between calls by the supervisor: past it the run is stopped. Why, and the margin
+//! (measured): docs/performance.md, "Big writes".
 //!
 //! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk`, a run dir of [`crate::state`]
 //! (STATE: `$XDG_STATE_HOME` or `~/.local/state` of the user the sandbox runs as): every
