@@ -421,7 +421,7 @@ pub const FICLONE: u64 = 0x4004_9409;
 pub const FICLONERANGE: u64 = 0x4020_940d;
 /// `RLIMIT_FSIZE`: the supervisor keeps it at the repo layer's budget left; the workload may
 /// read it, not set it (`setrlimit`, `prlimit64` with a new value: `EPERM`).
-pub const RLIMIT_FSIZE: u32 = libc::RLIMIT_FSIZE as u32;
+pub const RLIMIT_FSIZE: u32 = 1; // the same on every Linux architecture
 
 /// The calls that take a file mode, with the index of the mode argument. The mode is a
 /// `umode_t` (16 bits): only its low bits count, so the check masks the low 32-bit word.
