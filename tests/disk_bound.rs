@@ -265,7 +265,8 @@ fn one_copy_or_write_cannot_pass_the_cap() {
         mib(CAP),
         o.run
     );
-    assert!(o.limits_hit().contains(&"disk".into()), "{:#}", o.report);
+    // (`limits_hit` is not asserted here: each step frees its file at once, and the record is
+    // the supervisor's counts; see the last test)
 
     let repo = f.repo("control");
     let sparse = std::fs::File::create(repo.join("sparse")).unwrap();
