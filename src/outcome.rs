@@ -59,6 +59,9 @@ pub struct Finished {
     pub handing: bool,
     /// The repo's layer was full at some point of the run (writes failed with ENOSPC).
     pub disk_full: bool,
+    /// The repo's layer on disk was found at its cap (or past it) by one of the supervisor's
+    /// counts: its writes past the budget failed with EFBIG ([`crate::layers::disk::Budget`]).
+    pub disk_hit: bool,
     /// No status and no setup failure came back: the sandbox's own processes died first.
     pub lost: Option<Lost>,
     /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what

@@ -262,6 +262,14 @@ pub fn prepare_layer_dir(
     match made {
         Ok(dir) => {
             plan.layer_dir = Some(dir.disk.clone());
+            // No call of the workload's grows a file past the budget left (see layers::disk).
+            if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {
+                plan.rlimits.fsize = plan
+                    .rlimits
+                    .fsize
+                    .min(crate::layers::disk::first_fsize(cap));
+                plan.rlimits.disk_budget = true;
+            }
             Ok(Some(dir))
         }
         // The plan has the tmpfs layer to fall back on only where tmpfs takes user xattrs.
@@ -756,6 +764,7 @@ pub fn build(
         rlimits: rlimits::Limits {
             nofile: profile.limits.nofile,
             fsize: profile.limits.fsize.0,
+            disk_budget: false,
         },
         supervisor_pid: std::process::id() as i32,
         degraded,

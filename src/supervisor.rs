@@ -364,6 +364,10 @@ pub fn run(
         ),
         _ => None,
     };
+    // ... and each call of the sandbox's is bounded by the room left (layers::fsize).
+    let mut fsize = budget
+        .as_ref()
+        .map(|_| crate::layers::fsize::Bound::new(pid, plan.rlimits.fsize));
     while !exited {
         let mut wait = deadline.saturating_duration_since(Instant::now());
         if let Some(b) = &budget {
@@ -423,8 +427,12 @@ pub fn run(
             if f.handing && !was_handing {
                 // The sandbox is gone: a last exact count of the layer, for what was written
                 // after the last check.
+                if let Some(b) = &budget {
+                    f.disk_hit |= b.hit;
+                }
                 if let Some(count) = budget.as_mut().and_then(|b| {
                     let c = b.walk();
+                    f.disk_hit |= b.hit;
                     b.over(c)
                 }) {
                     f.disk_stopped = Some(crate::layers::disk::Over {
@@ -445,10 +453,18 @@ pub fn run(
                 deadline = Instant::now() + o.kill_grace;
             }
         }
-        if let Some(b) = budget.as_mut().filter(|_| !terminating && !f.handing) {
-            if let Some(c) = b.check() {
+        // Watched until the sandbox is gone, its kill grace included.
+        if let Some(b) = budget.as_mut().filter(|_| !f.handing) {
+            let over = b.check();
+            f.disk_hit |= b.hit;
+            if over.is_none() {
+                if let Some(l) = fsize.as_mut() {
+                    l.apply(b.left());
+                }
+            }
+            if let Some(c) = over {
                 // Past the cap: stopped at once, as the timeout's escalation does (the way back
-                // gets nothing: a run cut part-way is not applied).
+                // gets nothing: a run cut part-way is not applied), in the grace period too.
                 // SAFETY: SIGKILL to our own child, not yet reaped (its pidfd is open).
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 if let Some(leaf) = leaf {

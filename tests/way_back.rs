@@ -529,8 +529,10 @@ setTimeout(() => { fs.closeSync(fd); console.log(`RESULT written=${written} enos
 }
 
 /// The cap bounds what lands on the host, not only the blocks the layer used: a sparse file
-/// takes almost nothing in the layer but would be written whole on the host. It is refused;
-/// a small file beside it lands.
+/// takes almost nothing in the layer but would be written whole on the host. With the layer
+/// on disk (`ci`'s 8G) it cannot even be made: the file-size limit follows the budget, so the
+/// `truncate` fails with EFBIG; were it made, the way back's scan would refuse it. A small
+/// file beside it lands.
 #[test]
 fn a_sparse_file_past_the_cap_does_not_land() {
     if !sandbox_works() || !disk_cap_works() {
@@ -541,16 +543,18 @@ fn a_sparse_file_past_the_cap_does_not_land() {
     let (r, v) = run_with_report(
         &f,
         &repo,
-        "truncate -s 8G sparse.img && echo ok > small.txt && echo RESULT made\n",
+        "truncate -s 8G sparse.img; echo ok > small.txt && echo RESULT made\n",
         &[],
     );
     r.assert_code(0);
     assert!(r.stdout.contains("RESULT made"), "{r}");
-    assert!(refused(&v, "sparse.img").contains("disk cap"), "{v:#}");
-    assert!(
-        !repo.join("sparse.img").exists(),
-        "8 GiB landed on the host"
-    );
+    let made_inside = !r.stderr.contains("File too large");
+    if made_inside {
+        assert!(refused(&v, "sparse.img").contains("disk cap"), "{v:#}");
+    }
+    // (the refused truncate leaves the empty file it created)
+    let landed = std::fs::metadata(repo.join("sparse.img")).map_or(0, |m| m.len());
+    assert_eq!(landed, 0, "8 GiB landed on the host");
     assert_eq!(
         std::fs::read_to_string(repo.join("small.txt")).unwrap(),
         "ok\n"

@@ -189,9 +189,17 @@ impl Runner<'_> {
         }
         result.repo_changes = self.way_back(cmd, &plan, &finished);
         let full_at_end = result.repo_changes.as_ref().is_some_and(|c| c.disk_full);
-        let hit = finished.disk_stopped.is_some() || full_at_end;
+        let hit = finished.disk_stopped.is_some() || full_at_end || finished.disk_hit;
         if hit && !result.limits_hit.contains(&"disk") {
             result.limits_hit.push("disk");
+        }
+        if finished.disk_hit && finished.disk_stopped.is_none() {
+            if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {
+                eprintln!(
+                    "sandbox-run: disk: the command filled the repo's layer, {} ([limits] disk): its writes past that failed with EFBIG (File too large)",
+                    crate::units::Size(cap)
+                );
+            }
         }
         if finished.disk_full {
             if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {

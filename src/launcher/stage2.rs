@@ -480,6 +480,7 @@ fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepErr
     mark(Phase::Landlock);
     fds::cloexec_above_stderr()?;
     fds::reset_signals()?;
+    rlimits::ignore_sigxfsz(plan.rlimits)?;
     channel::send(Record::Ready);
     if let Some(f) = filters {
         f.install()?;

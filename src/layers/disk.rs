@@ -2,8 +2,10 @@
 //! [`IN_MEMORY_MAX`], the kept overlay's upper and work dirs live in a private directory on the
 //! host ([`crate::state::LayerDir`], made by [`crate::plan::prepare_layer_dir`]) instead of a
 //! tmpfs, so that what a build writes costs disk, not the sandbox's memory; the cap becomes a
-//! budget the supervisor watches ([`Budget`]): past it the run is stopped. Why (measured):
-//! docs/performance.md, "Big writes".
+//! budget ([`Budget`]) held per call by the kernel (`RLIMIT_FSIZE` at the room left,
+//! [`crate::layers::fsize`]; allocating `fallocate` modes and reflinks refused by seccomp) and
+//! between calls by the supervisor: past it the run is stopped. Why, and the margin
+//! (measured): docs/performance.md, "Big writes".
 //!
 //! **Where.** `STATE/sandbox-run/runs/layer-<random>/disk`, a run dir of [`crate::state`]
 //! (STATE: `$XDG_STATE_HOME` or `~/.local/state` of the user the sandbox runs as): every
@@ -41,6 +43,8 @@ pub fn max_files(bytes: u64) -> u64 {
 pub struct Count {
     pub bytes: u64,
     pub files: u64,
+    /// The blocks of the largest file (what [`Budget::left`] adds back for appends to it).
+    pub largest: u64,
     pub unreadable: bool,
 }
 
@@ -92,14 +96,27 @@ fn walk(fd: i32, st: &libc::stat, depth: usize, c: &mut Count, seen: &mut HashSe
         } else if st.st_nlink <= 1 || seen.insert((st.st_dev, st.st_ino)) {
             c.bytes += st.st_blocks as u64 * 512;
             c.files += 1;
+            c.largest = c.largest.max(st.st_blocks as u64 * 512);
         }
     }
 }
 
-/// The cap as a budget the supervisor checks while the command runs: a cheap `statfs` of the
-/// layer's filesystem at every [`TICK`] tells when its used blocks grew by more than the room
-/// left at the last exact count ([`count`]); exact counts run then, and at an interval that
-/// keeps their CPU under about 2 % (50 times the last count's time, at least [`TICK`] * 4).
+/// The cap as a budget the supervisor keeps while the command runs, and until its last
+/// process is gone (the kill grace included). Two halves:
+///
+/// * **Per call, by the kernel**: every process of the sandbox has `RLIMIT_FSIZE` at
+///   [`Budget::left`], the room the last exact count left ([`crate::layers::fsize`]), so no
+///   single call puts more than that into the layer; the calls that allocate past that limit
+///   (`fallocate` with `KEEP_SIZE`, reflinks, ...) are refused by seccomp.
+/// * **Between calls, by the supervisor**: a cheap `statfs` of the layer's filesystem at every
+///   [`TICK`] tells when its used blocks grew by more than that room; an exact count
+///   ([`count`]) runs then (and at an interval that keeps its CPU under about 2 %: 50 times the
+///   last count's time, at least [`TICK`] * 4), the limit follows it, and past the cap the
+///   sandbox is killed. So several calls (several files, several processes) can together
+///   pass the cap by what they write in one [`TICK`] plus one count's time.
+///
+/// [`Budget::hit`] latches when any count finds the layer at its cap (within [`SLACK`] * 2)
+/// or past it.
 pub struct Budget {
     dir: Tree,
     pub cap_bytes: u64,
@@ -111,10 +128,23 @@ pub struct Budget {
     walk_cost: Duration,
     last_walk: Instant,
     last_look: Instant,
+    /// A count found the layer at or past its cap.
+    pub hit: bool,
 }
 
-/// How often the filesystem's usage is looked at.
-pub const TICK: Duration = Duration::from_millis(50);
+/// The workload's `RLIMIT_FSIZE` at its start, for a cap of `cap` bytes: the cap less
+/// [`SLACK`] (also the hard limit, which the supervisor's updates stay under).
+pub fn first_fsize(cap: u64) -> u64 {
+    cap.saturating_sub(SLACK)
+}
+
+/// How often the filesystem's usage is looked at (a `statfs`: about a microsecond).
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// Room kept back from [`Budget::left`] for what a file costs besides its bytes (its
+/// directory's block, extent blocks), so that a write stopped at the limit leaves the layer
+/// within its cap.
+pub const SLACK: u64 = 64 << 10;
 
 impl Budget {
     pub fn new(disk: &Path, cap_bytes: u64) -> std::io::Result<Budget> {
@@ -130,7 +160,22 @@ impl Budget {
             walk_cost: Duration::ZERO,
             last_walk: Instant::now(),
             last_look: Instant::now(),
+            hit: false,
         })
+    }
+
+    /// The offset no file may grow past (`RLIMIT_FSIZE` is a bound on a file's end, not on
+    /// what a call adds): the room the last exact count left (the cap less what the layer
+    /// held, less [`SLACK`]), plus the blocks of its largest file, so that the file a command
+    /// is writing can take the whole room however big it already is. A call on a smaller file
+    /// can add at most that much more than the room: the largest file's size (nothing for a
+    /// command that writes its files one after the other). Never more than [`first_fsize`].
+    pub fn left(&self) -> u64 {
+        let room = self
+            .cap_bytes
+            .saturating_sub(self.last.bytes)
+            .saturating_sub(SLACK);
+        (room + self.last.largest).min(first_fsize(self.cap_bytes))
     }
 
     /// When the next check is due.
@@ -151,7 +196,8 @@ impl Budget {
         let room = self.cap_bytes.saturating_sub(self.last.bytes);
         // a trigger walks at most every 10 times the walk's cost (10 % in the worst case,
         // when something else keeps writing to the same filesystem)
-        let triggered = grown > room && now >= self.last_walk + self.walk_cost * 10;
+        // (at the cap within the slack: a write stopped by the limit leaves it there)
+        let triggered = grown + 2 * SLACK >= room && now >= self.last_walk + self.walk_cost * 10;
         if !triggered && now < self.next_walk {
             return None;
         }
@@ -174,6 +220,9 @@ impl Budget {
         self.last = c;
         self.last_walk = Instant::now();
         self.next_walk = self.last_walk + (self.walk_cost * 50).max(TICK * 4);
+        if c.bytes + 2 * SLACK >= self.cap_bytes || c.files >= self.cap_files {
+            self.hit = true;
+        }
         c
     }
 }

@@ -10,6 +10,7 @@ pub mod container;
 pub mod disk;
 pub mod env;
 pub mod fds;
+pub mod fsize;
 pub mod git;
 pub mod landlock;
 pub mod mounts;

@@ -1,4 +1,5 @@
-//! Resource limits of the workload. Child side, just before exec. Core dumps are always off
+//! Resource limits of the workload. Child side, just before exec. With the repo's layer on
+//! disk, `RLIMIT_FSIZE` is the layer's per-call bound: see `crate::layers::disk`. Core dumps are always off
 //! (a dump could write memory holding secrets of the run into the repo). A limit can only be
 //! lowered: a request above the current hard limit is capped at it.
 //!
@@ -24,6 +25,11 @@ use rlimit::Resource;
 pub struct Limits {
     pub nofile: u64,
     pub fsize: u64,
+    /// The repo's layer is on disk: `fsize` starts at its cap and the supervisor lowers it to
+    /// the budget left as the layer fills (`crate::layers::disk`); SIGXFSZ is ignored, so a
+    /// write past it fails with `EFBIG` instead of killing the writer.
+    #[serde(default)]
+    pub disk_budget: bool,
 }
 
 /// The share of a per-user limit (see the module doc) the workload gets.
@@ -43,7 +49,27 @@ pub fn apply(l: Limits) -> Result<(), StepError> {
     ] {
         let (_, hard) = res.get().map_err(err)?;
         let v = want.unwrap_or_else(|| per_user_share(hard)).min(hard);
-        res.set(v, v).map_err(err)?;
+        // The disk budget's fsize is lowered and raised again by the supervisor: the hard
+        // limit stays at the cap (the workload cannot set it: seccomp).
+        let hard = if res == Resource::FSIZE && l.disk_budget {
+            hard.min(l.fsize)
+        } else {
+            v
+        };
+        res.set(v, hard).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// With the disk budget, SIGXFSZ is ignored (a disposition that survives exec): a write past
+/// the budget fails with `EFBIG` instead of killing the writer. Called after the signals are
+/// reset to their defaults.
+pub fn ignore_sigxfsz(l: Limits) -> Result<(), StepError> {
+    if l.disk_budget {
+        // SAFETY: setting a signal's disposition to SIG_IGN; no handler, nothing allocated.
+        if unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR {
+            return Err(StepError::last(Step::Rlimit));
+        }
     }
     Ok(())
 }

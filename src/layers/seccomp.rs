@@ -38,6 +38,14 @@
 //! netlink route queries, unix sockets on paths landlock allows, and with ports listed in
 //! `tcp_bind`, `listen` (an autobound port included).
 //!
+//! **Space on the host's disk.** `fallocate` is allowed only in the modes that free space
+//! (`PUNCH_HOLE|KEEP_SIZE`, `COLLAPSE_RANGE`); every allocating mode, and the reflink ioctls
+//! `FICLONE`/`FICLONERANGE`, get `EOPNOTSUPP`, on which glibc's `posix_fallocate` writes and
+//! `cp` copies instead: what a file gains then goes through calls `RLIMIT_FSIZE` bounds, which
+//! the supervisor keeps at the repo layer's budget left (see `crate::layers::disk`). So
+//! `setrlimit(RLIMIT_FSIZE)` and `prlimit64(.., RLIMIT_FSIZE, new != NULL, ..)` get `EPERM`
+//! (the whole 64-bit pointer is compared: an address with a zero low word is valid).
+//!
 //! **ENOSYS for fallbacks.** `clone3` and `openat2` pass their flags and mode in memory, which
 //! a classic BPF filter cannot read: they return `ENOSYS`, so libc and runtimes fall back to
 //! `clone` and `openat`, which are checked. Legacy AIO (`io_setup` and friends) draws on the
@@ -297,6 +305,7 @@ mod tests {
         let f = build(&Options::default()).unwrap();
         let s = stack(&f);
         let eperm = Verdict::Errno(libc::EPERM);
+        let eopnotsupp = Verdict::Errno(libc::EOPNOTSUPP);
         let table: &[(&str, i64, &[u64], Verdict)] = &[
             ("read", libc::SYS_read, &[0, 0, 0], Verdict::Allow),
             ("futex", libc::SYS_futex, &[], Verdict::Allow),
@@ -361,6 +370,80 @@ mod tests {
                 libc::SYS_ioctl,
                 &[0, TIOCLINUX | 0xffff_ffff << 32],
                 eperm,
+            ),
+            (
+                "ioctl FICLONE",
+                libc::SYS_ioctl,
+                &[0, bpf::FICLONE],
+                eopnotsupp,
+            ),
+            (
+                "ioctl FICLONERANGE high",
+                libc::SYS_ioctl,
+                &[0, bpf::FICLONERANGE | 1 << 32],
+                eopnotsupp,
+            ),
+            ("fallocate 0", libc::SYS_fallocate, &[3, 0], eopnotsupp),
+            (
+                "fallocate keep size",
+                libc::SYS_fallocate,
+                &[3, 1],
+                eopnotsupp,
+            ),
+            (
+                "fallocate insert",
+                libc::SYS_fallocate,
+                &[3, 0x20],
+                eopnotsupp,
+            ),
+            (
+                "fallocate zero",
+                libc::SYS_fallocate,
+                &[3, 0x10],
+                eopnotsupp,
+            ),
+            (
+                "fallocate punch",
+                libc::SYS_fallocate,
+                &[3, 3],
+                Verdict::Allow,
+            ),
+            (
+                "fallocate collapse",
+                libc::SYS_fallocate,
+                &[3, 8],
+                Verdict::Allow,
+            ),
+            ("setrlimit fsize", libc::SYS_setrlimit, &[1, 0x1000], eperm),
+            (
+                "setrlimit nofile",
+                libc::SYS_setrlimit,
+                &[7, 0x1000],
+                Verdict::Allow,
+            ),
+            (
+                "prlimit get fsize",
+                libc::SYS_prlimit64,
+                &[0, 1, 0, 8],
+                Verdict::Allow,
+            ),
+            (
+                "prlimit set fsize",
+                libc::SYS_prlimit64,
+                &[0, 1, 0x1000, 0],
+                eperm,
+            ),
+            (
+                "prlimit set fsize, low word 0",
+                libc::SYS_prlimit64,
+                &[0, 1, 0x7f00_0000_0000, 0],
+                eperm,
+            ),
+            (
+                "prlimit set nofile",
+                libc::SYS_prlimit64,
+                &[0, 7, 0x1000, 0],
+                Verdict::Allow,
             ),
             ("personality 0", libc::SYS_personality, &[0], Verdict::Allow),
             (
@@ -909,32 +992,52 @@ mod tests {
                 })
                 .collect()
         };
+        let to_rules = |rules: &[Vec<bpf::Cond>]| -> Vec<SeccompRule> {
+            rules
+                .iter()
+                .map(|rule| {
+                    let conds = rule
+                        .iter()
+                        .map(|c| {
+                            let (op, v, len) = match c.cmp {
+                                bpf::Cmp::Eq(v) => (SeccompCmpOp::Eq, v, SeccompCmpArgLen::Dword),
+                                bpf::Cmp::Ne(v) => (SeccompCmpOp::Ne, v, SeccompCmpArgLen::Dword),
+                                bpf::Cmp::MaskedEq(m, v) => {
+                                    (SeccompCmpOp::MaskedEq(m as u64), v, SeccompCmpArgLen::Dword)
+                                }
+                                bpf::Cmp::NonZero64 => {
+                                    (SeccompCmpOp::Ne, 0, SeccompCmpArgLen::Qword)
+                                }
+                            };
+                            SeccompCondition::new(c.arg as u8, len, op, v as u64).unwrap()
+                        })
+                        .collect();
+                    SeccompRule::new(conds).unwrap()
+                })
+                .collect()
+        };
+        // refusals by errno: a filter of their own each, newer than the allow-list
+        let mut refusals: std::collections::BTreeMap<u32, Vec<(i64, Vec<SeccompRule>)>> =
+            Default::default();
         let rules = bpf::allow_list_entries(deny_listen)
             .unwrap()
             .into_iter()
             .map(|(nr, e)| {
+                let e = match e {
+                    bpf::Entry::Unless {
+                        refuse,
+                        errno,
+                        then,
+                    } => {
+                        let r = to_rules(&refuse);
+                        refusals.entry(errno).or_default().push((nr as i64, r));
+                        *then
+                    }
+                    e => e,
+                };
                 let rules = match e {
                     bpf::Entry::Allow => vec![],
-                    bpf::Entry::AnyOf(rules) => rules
-                        .iter()
-                        .map(|rule| {
-                            let conds = rule
-                                .iter()
-                                .map(|c| {
-                                    let (op, v) = match c.cmp {
-                                        bpf::Cmp::Eq(v) => (SeccompCmpOp::Eq, v),
-                                        bpf::Cmp::Ne(v) => (SeccompCmpOp::Ne, v),
-                                        bpf::Cmp::MaskedEq(m, v) => {
-                                            (SeccompCmpOp::MaskedEq(m as u64), v)
-                                        }
-                                    };
-                                    let len = SeccompCmpArgLen::Dword;
-                                    SeccompCondition::new(c.arg as u8, len, op, v as u64).unwrap()
-                                })
-                                .collect();
-                            SeccompRule::new(conds).unwrap()
-                        })
-                        .collect(),
+                    bpf::Entry::AnyOf(rules) => to_rules(&rules),
                     _ => unreachable!("the allow-list has no other entries"),
                 };
                 (nr as i64, rules)
@@ -954,6 +1057,16 @@ mod tests {
             v.push(bpf::x32_guard());
         }
         v.push(compile(allow_list));
+        for (errno, rules) in refusals {
+            let f = SeccompFilter::new(
+                rules.into_iter().collect(),
+                SeccompAction::Allow,
+                SeccompAction::Errno(errno),
+                arch,
+            )
+            .unwrap();
+            v.push(compile(f));
+        }
         v.push(bpf::socket_families(audit).unwrap());
         v.push(compile(enosys));
         v
@@ -973,13 +1086,24 @@ mod tests {
             if n as i64 != nr {
                 continue;
             }
+            let e = match e {
+                bpf::Entry::Unless { refuse, then, .. } => {
+                    let mut all = refuse;
+                    if let bpf::Entry::AnyOf(rules) = *then {
+                        all.extend(rules);
+                    }
+                    bpf::Entry::AnyOf(all)
+                }
+                e => e,
+            };
             match e {
                 bpf::Entry::AnyOf(rules) => {
                     for c in rules.iter().flatten() {
                         let mut v = match c.cmp {
                             bpf::Cmp::Eq(v) | bpf::Cmp::Ne(v) => {
-                                vec![v, v.wrapping_add(1), v.wrapping_sub(1)]
+                                vec![v, v.wrapping_add(1), v.wrapping_sub(1), v ^ 0x8000_0000]
                             }
+                            bpf::Cmp::NonZero64 => vec![0, 1, 0x1000],
                             bpf::Cmp::MaskedEq(m, v) => {
                                 let mut x = vec![v, m, !m, v | 0o755, v | 0o1777];
                                 x.extend(

@@ -86,7 +86,6 @@ const ALLOWED_COMMON: &[i64] = &[
     libc::SYS_sync_file_range,
     libc::SYS_truncate,
     libc::SYS_ftruncate,
-    libc::SYS_fallocate,
     libc::SYS_readahead,
     libc::SYS_fadvise64,
     libc::SYS_copy_file_range,
@@ -222,8 +221,6 @@ const ALLOWED_COMMON: &[i64] = &[
     libc::SYS_ioprio_get,
     libc::SYS_ioprio_set,
     libc::SYS_getrlimit,
-    libc::SYS_setrlimit,
-    libc::SYS_prlimit64,
     libc::SYS_getrusage,
     // signals
     libc::SYS_kill,
@@ -366,6 +363,11 @@ pub fn unconditional_syscalls() -> impl Iterator<Item = i64> {
 /// `socket-families` rules). `listen` is allowed or refused whole, by `deny_listen`.
 pub fn conditional_syscalls() -> Vec<i64> {
     let mut v = vec![libc::SYS_clone, libc::SYS_ioctl, libc::SYS_personality];
+    v.extend([
+        libc::SYS_fallocate,
+        libc::SYS_setrlimit,
+        libc::SYS_prlimit64,
+    ]);
     v.extend(mode_calls().iter().map(|c| c.0));
     v.extend(open_calls().iter().map(|c| c.0));
     v.extend(SEND_CALLS.iter().map(|c| c.0));
@@ -404,6 +406,22 @@ pub const MSG_FASTOPEN: u64 = 0x2000_0000;
 pub const TCP_FASTOPEN_CONNECT: u64 = 30;
 /// `IPPROTO_MPTCP` (refused: landlock's TCP rules do not see MPTCP sockets).
 pub const IPPROTO_MPTCP: u64 = 262;
+
+/// The `fallocate` modes allowed: the ones that only free space, `FALLOC_FL_PUNCH_HOLE |
+/// FALLOC_FL_KEEP_SIZE` and `FALLOC_FL_COLLAPSE_RANGE`. Every mode that allocates blocks gets
+/// `EOPNOTSUPP`, on which glibc's `posix_fallocate` falls back to writing, which
+/// `RLIMIT_FSIZE` bounds: `KEEP_SIZE` allocates past the end of the file without any size
+/// check, `INSERT_RANGE` grows a file checking only the filesystem's maximum, and mode 0,
+/// `ZERO_RANGE`, `UNSHARE_RANGE` and `WRITE_ZEROES` allocate whole ranges below the file's
+/// size in one call (a sparse file made earlier, when the budget left was larger).
+pub const FALLOCATE_MODES: [u32; 2] = [0x03, 0x08];
+/// `FICLONE` and `FICLONERANGE` (also btrfs's clone ioctls): a reflink. Refused with
+/// `EOPNOTSUPP`, the answer of filesystems without reflinks, on which `cp` copies instead.
+pub const FICLONE: u64 = 0x4004_9409;
+pub const FICLONERANGE: u64 = 0x4020_940d;
+/// `RLIMIT_FSIZE`: the supervisor keeps it at the repo layer's budget left; the workload may
+/// read it, not set it (`setrlimit`, `prlimit64` with a new value: `EPERM`).
+pub const RLIMIT_FSIZE: u32 = 1; // the same on every Linux architecture
 
 /// The calls that take a file mode, with the index of the mode argument. The mode is a
 /// `umode_t` (16 bits): only its low bits count, so the check masks the low 32-bit word.
@@ -457,6 +475,9 @@ pub enum Cmp {
     Ne(u32),
     /// `(word & mask) == value`.
     MaskedEq(u32, u32),
+    /// The whole 64-bit argument is not 0 (a pointer: a non-NULL one with a zero low word
+    /// is a valid address).
+    NonZero64,
 }
 
 fn cond(arg: u32, cmp: Cmp) -> Cond {
@@ -471,6 +492,12 @@ pub enum Entry {
     AnyOf(Vec<Vec<Cond>>),
     /// `ERRNO(errno)` whatever the arguments ([`enosys_syscalls`]).
     Errno(u32),
+    /// `ERRNO(errno)` when one of `refuse` holds (every condition of it), else `then`.
+    Unless {
+        refuse: Vec<Vec<Cond>>,
+        errno: u32,
+        then: Box<Entry>,
+    },
     /// `socket`: by family, type and protocol (see [`socket_families`]).
     Socket,
     /// `socketpair`: `AF_UNIX` only.
@@ -501,13 +528,52 @@ pub fn allow_list_entries(deny_listen: bool) -> Result<Vec<(u32, Entry)>, String
         )]]),
     )?;
     // ioctl(fd, request, ...): the kernel truncates the request to 32 bits, so compare only
-    // those (a 64-bit compare is bypassed by setting a high bit).
+    // those (a 64-bit compare is bypassed by setting a high bit). Reflinks: EOPNOTSUPP.
     insert(
         libc::SYS_ioctl,
-        Entry::AnyOf(vec![vec![
-            cond(1, Cmp::Ne(TIOCSTI as u32)),
-            cond(1, Cmp::Ne(TIOCLINUX as u32)),
-        ]]),
+        Entry::Unless {
+            refuse: vec![
+                vec![cond(1, Cmp::Eq(FICLONE as u32))],
+                vec![cond(1, Cmp::Eq(FICLONERANGE as u32))],
+            ],
+            errno: libc::EOPNOTSUPP as u32,
+            then: Box::new(Entry::AnyOf(vec![vec![
+                cond(1, Cmp::Ne(TIOCSTI as u32)),
+                cond(1, Cmp::Ne(TIOCLINUX as u32)),
+            ]])),
+        },
+    )?;
+    // fallocate(fd, mode, ...): only the modes that free space (see FALLOCATE_MODES).
+    insert(
+        libc::SYS_fallocate,
+        Entry::Unless {
+            refuse: vec![FALLOCATE_MODES
+                .iter()
+                .map(|m| cond(1, Cmp::Ne(*m)))
+                .collect()],
+            errno: libc::EOPNOTSUPP as u32,
+            then: Box::new(Entry::Allow),
+        },
+    )?;
+    // RLIMIT_FSIZE is the supervisor's to set (the repo layer's budget left).
+    insert(
+        libc::SYS_setrlimit,
+        Entry::Unless {
+            refuse: vec![vec![cond(0, Cmp::Eq(RLIMIT_FSIZE))]],
+            errno: libc::EPERM as u32,
+            then: Box::new(Entry::Allow),
+        },
+    )?;
+    insert(
+        libc::SYS_prlimit64,
+        Entry::Unless {
+            refuse: vec![vec![
+                cond(1, Cmp::Eq(RLIMIT_FSIZE)),
+                cond(2, Cmp::NonZero64),
+            ]],
+            errno: libc::EPERM as u32,
+            then: Box::new(Entry::Allow),
+        },
     )?;
     // personality(persona): PER_LINUX or a query; ADDR_NO_RANDOMIZE and friends are refused.
     insert(
@@ -702,27 +768,48 @@ fn leaf(a: &mut Asm, act: &Action) {
         Action::Allow | Action::Rule(Entry::Allow) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
         Action::Eperm => a.stmt(BPF_RET_K, eperm),
         Action::Rule(Entry::AnyOf(rules)) => {
-            for rule in rules {
-                let next = a.label();
-                for c in rule {
-                    a.stmt(BPF_LD_W_ABS, seccomp_arg(c.arg));
-                    match c.cmp {
-                        Cmp::Eq(v) => a.jeq(v, None, Some(next)),
-                        Cmp::Ne(v) => a.jeq(v, Some(next), None),
-                        Cmp::MaskedEq(mask, v) => {
-                            a.stmt(BPF_ALU_AND_K, mask);
-                            a.jeq(v, None, Some(next));
-                        }
-                    }
-                }
-                a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
-                a.here(next);
-            }
+            any_of(a, rules, libc::SECCOMP_RET_ALLOW);
             a.stmt(BPF_RET_K, eperm);
+        }
+        Action::Rule(Entry::Unless {
+            refuse,
+            errno,
+            then,
+        }) => {
+            any_of(a, refuse, libc::SECCOMP_RET_ERRNO | errno);
+            leaf(a, &Action::Rule(then));
         }
         Action::Rule(Entry::Errno(errno)) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | errno),
         Action::Rule(Entry::Socket) => socket_rules(a),
         Action::Rule(Entry::Socketpair) => socketpair_rules(a),
+    }
+}
+
+/// Returns `ret` when one of `rules` holds (every condition of it); else goes on after them.
+fn any_of(a: &mut Asm, rules: &[Vec<Cond>], ret: u32) {
+    for rule in rules {
+        let next = a.label();
+        for c in rule {
+            a.stmt(BPF_LD_W_ABS, seccomp_arg(c.arg));
+            match c.cmp {
+                Cmp::Eq(v) => a.jeq(v, None, Some(next)),
+                Cmp::Ne(v) => a.jeq(v, Some(next), None),
+                Cmp::MaskedEq(mask, v) => {
+                    a.stmt(BPF_ALU_AND_K, mask);
+                    a.jeq(v, None, Some(next));
+                }
+                Cmp::NonZero64 => {
+                    // low word 0: the high word decides
+                    let holds = a.label();
+                    a.jeq(0, None, Some(holds));
+                    a.stmt(BPF_LD_W_ABS, seccomp_arg(c.arg) + 4);
+                    a.jeq(0, Some(next), None);
+                    a.here(holds);
+                }
+            }
+        }
+        a.stmt(BPF_RET_K, ret);
+        a.here(next);
     }
 }
 
