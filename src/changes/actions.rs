@@ -603,9 +603,9 @@ pub fn refusal_line(r: &Refused) -> String {
     match r.name.is_empty() {
         true => format!("{}: not passed to the runner: {}", r.file, r.reason.words()),
         false => format!(
-            "{}: {:?} not passed to the runner: {}",
+            "{}: \"{}\" not passed to the runner: {}",
             r.file,
-            r.name,
+            crate::visible::text(&r.name).replace('"', "\\\""),
             r.reason.words()
         ),
     }

@@ -275,10 +275,15 @@ fn failed(e: String) -> RepoChanges {
 fn say_refused(cs: &Changeset) {
     let refused: Vec<&Entry> = cs.entries.iter().filter(|e| !e.accepted()).collect();
     for e in refused.iter().take(NAMED) {
+        let path = match (e.root, cs.roots.get(e.root)) {
+            (0, _) | (_, None) => e.path.clone(),
+            (_, Some(root)) => root.join(&e.path),
+        };
+        // The name is the command's: escaped; the reason is ours, with a net for controls.
         eprintln!(
             "sandbox-run: repo: refused {} ({})",
-            shown(cs, e),
-            e.refused.as_deref().unwrap_or_default()
+            crate::visible::path(&path),
+            crate::visible::text_keeping(e.refused.as_deref().unwrap_or_default(), &['\\'])
         );
     }
     if refused.len() > NAMED {
