@@ -56,7 +56,7 @@ fn list() -> Result<i32, String> {
                 let m = &s.manifest;
                 let (acc, refused, bytes) = counts(&m.changeset);
                 println!(
-                    "{}  {}  {}  {}  {acc} accepted, {refused} refused, {bytes} bytes",
+                    "{}  {}  {}  {}  {acc} accepted, {refused} refused, {bytes} bytes  {}",
                     s.id,
                     visible::text(&m.meta.created),
                     visible::path(&m.meta.repo),
@@ -65,6 +65,7 @@ fn list() -> Result<i32, String> {
                     } else {
                         visible::text(&m.meta.profile)
                     },
+                    visible::text(&m.meta.command),
                 )
             }
             Err((id, e)) => println!("{id}  (unreadable: {e})"),
