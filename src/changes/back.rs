@@ -136,7 +136,10 @@ pub fn run(plan: &FromPlan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Met
     let cs = match scan::scan(&roots, &limits) {
         Ok(cs) => cs,
         Err((path, e)) => {
-            let line = format!("reading the run's changes at {}: {e}", path.display());
+            let line = format!(
+                "reading the run's changes at {}: {e}",
+                crate::visible::path(&path)
+            );
             eprintln!("sandbox-run: repo: {line}; nothing was applied");
             return RepoChanges {
                 error: Some(line),

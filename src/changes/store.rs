@@ -447,7 +447,7 @@ fn keep_in(
 ) -> Result<(), String> {
     let here = dir.join(id);
     let fail = |what: &str, p: &Path, e: std::io::Error| {
-        format!("changes: keeping {what} {}: {e}", p.display())
+        format!("changes: keeping {what} {}: {e}", crate::visible::path(p))
     };
     let idtree = changes
         .child(OsStr::new(id))
