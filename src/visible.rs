@@ -7,8 +7,10 @@
 //! characters, bidi marks, overrides and isolates, the soft hyphen, the byte-order mark),
 //! Zl, Zp (line and paragraph separators), Zs other than the ASCII space (spaces that look
 //! like one but are not), Co (private use), Cs (surrogates) or Cn (unassigned in the Unicode
-//! version of [`table`], so of unknown meaning). So `café.txt` and `報告.txt` show as they
-//! are, and `safe\u{200b}.txt` cannot pass for `safe.txt`.
+//! version of [`table`], so of unknown meaning), and that is not a Default_Ignorable_Code_Point
+//! (what a renderer draws as nothing: beyond those categories, the Hangul fillers, the
+//! combining grapheme joiner, the variation selectors). So `café.txt` and `報告.txt` show as
+//! they are, and neither `safe\u{200b}.txt` nor `safe\u{3164}.txt` can pass for `safe.txt`.
 //!
 //! The escapes: `\n`, `\t`, `\r` for those three, `\u{hex}` for any other escaped
 //! character, `\xHH` for each byte that is not part of valid UTF-8, and `\\` for the
@@ -130,6 +132,11 @@ mod tests {
             ('\u{a0}', "\\u{a0}"),
             ('\u{e000}', "\\u{e000}"),
             ('\u{e0001}', "\\u{e0001}"),
+            ('\u{3164}', "\\u{3164}"),
+            ('\u{115f}', "\\u{115f}"),
+            ('\u{34f}', "\\u{34f}"),
+            ('\u{fe0f}', "\\u{fe0f}"),
+            ('\u{e0100}', "\\u{e0100}"),
             ('\n', "\\n"),
             ('\\', "\\\\"),
         ] {

@@ -24,6 +24,9 @@ fn hostile() -> Vec<(Vec<u8>, &'static str)> {
         ("esc\u{1b}[2J.txt".into(), "esc\\u{1b}[2J.txt"),
         (b"bad\xff.txt".to_vec(), "bad\\xff.txt"),
         ("back\\u{41}.txt".into(), "back\\\\u{41}.txt"),
+        // a Hangul filler (a letter, Lo, drawn as nothing) and a no-break space
+        ("filler\u{3164}.txt".into(), "filler\\u{3164}.txt"),
+        ("nbsp\u{a0}.txt".into(), "nbsp\\u{a0}.txt"),
     ]
 }
 
@@ -33,8 +36,8 @@ const PLAIN: &[&str] = &["café.txt", "報告.txt"];
 /// What no review line may hold raw.
 const HIDDEN: &[char] = &[
     '\u{200b}', '\u{2028}', '\u{ad}', '\u{feff}', '\u{2060}', '\u{202e}', '\u{7}', '\u{9b}',
-    '\u{1b}', // what invalid UTF-8 turns into when read lossily
-    '\u{fffd}',
+    '\u{1b}', '\u{3164}', '\u{a0}',
+    '\u{fffd}', // what invalid UTF-8 turns into when read lossily
 ];
 
 /// `bytes` as a bash word: `$'\xHH...'`.
