@@ -68,7 +68,11 @@ fn list() -> Result<i32, String> {
                     visible::text(&m.meta.command),
                 )
             }
-            Err((id, e)) => println!("{id}  (unreadable: {e})"),
+            Err((id, e)) => println!(
+                "{}  (unreadable: {})",
+                visible::text(&id),
+                visible::text_keeping(&e, &['\\'])
+            ),
         }
     }
     Ok(0)
@@ -466,7 +470,7 @@ fn apply(id: &str) -> Result<i32, String> {
             };
             println!(
                 "applied {id} to {}: {} entries, {} bytes written, {} removed; {dropped}",
-                repo.display(),
+                visible::path(repo),
                 counts(cs).0,
                 o.written,
                 o.removed
