@@ -507,4 +507,19 @@ mod tests {
         assert_eq!(visible::text("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
         assert_eq!(visible::text("plain/ünïcode.txt"), "plain/ünïcode.txt");
     }
+
+    #[test]
+    fn on_a_terminal_a_body_is_escaped_but_its_layout_and_gits_marker() {
+        let body = b"@@ -1 +1 @@\n-\told\x1b[2J\n+new\\n\xff\n\\ No newline at end of file\n";
+        assert_eq!(
+            String::from_utf8(on_terminal(body)).unwrap(),
+            "@@ -1 +1 @@\n-\told\\u{1b}[2J\n+new\\\\n\\xff\n\\ No newline at end of file\n"
+        );
+    }
+
+    #[test]
+    fn a_header_quotes_an_escaped_name_only() {
+        assert_eq!(side("a", "café.txt"), "a/café.txt");
+        assert_eq!(side("b", "x\\u{200b}"), "\"b/x\\u{200b}\"");
+    }
 }
