@@ -35,11 +35,13 @@
 //!   and `sys`.
 //! - `fsops`, `workspace`, `strict_modes`: directory-fd operations, the repo and cwd, strict
 //!   file modes; they use `hostfs` only.
+//! - `policy`: the command's policy gate; uses `visible` only (to quote words in reasons).
 //! - At the bottom, using nothing of the crate: `sys`, `units` (sizes, durations, the
-//!   timestamp format), `canon`, `hostfs`, `sink`, `policy`, `gene`, `exit` (exit codes),
-//!   `refname` (git's ref-name rules), `dbus` (a D-Bus client, for the systemd user manager
-//!   that `layers::cgroup` asks for a scope), `apparmor` (what Ubuntu's AppArmor restriction
-//!   on user namespaces says about this binary).
+//!   timestamp format), `canon`, `hostfs`, `sink`, `gene`, `exit` (exit codes), `refname`
+//!   (git's ref-name rules), `visible` (text the sandbox chose, escaped to be shown: the one
+//!   escaping of every name or reason printed), `dbus` (a D-Bus client, for the systemd user
+//!   manager that `layers::cgroup` asks for a scope), `apparmor` (what Ubuntu's AppArmor
+//!   restriction on user namespaces says about this binary).
 
 pub mod advice;
 pub mod app;
@@ -73,4 +75,5 @@ pub mod sys;
 pub mod toolchain;
 pub mod trust;
 pub mod units;
+pub mod visible;
 pub mod workspace;

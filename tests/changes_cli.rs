@@ -476,10 +476,10 @@ fn names_are_shown_not_obeyed() {
     changes(&["drop", &id]).assert_code(0);
 }
 
-/// The diff of modified text files is the one git prints (without its `index` line): several
-/// hunks, lines added and removed, a last line without a newline.
+/// A change with one shortest script (several hunks, lines added and removed, a last line
+/// without a newline) is printed as git prints it, but for git's `index` line.
 #[test]
-fn the_diff_is_the_one_git_prints() {
+fn an_unambiguous_change_is_printed_as_git_prints_it() {
     let f = Fixture::new("changes-gitdiff");
     let repo = f.path("h/repo");
     let upper = f.path("h/upper");
@@ -529,6 +529,98 @@ fn the_diff_is_the_one_git_prints() {
         }
     }
     assert_eq!(ours.stdout, want);
+    changes(&["drop", &id]).assert_code(0);
+}
+
+/// A random text: `n` lines drawn from `kinds` short ones (so that many shortest scripts
+/// exist), sometimes without the last newline.
+fn random_text(seed: &mut u64, n: u64, kinds: u64) -> String {
+    let mut next = || {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    };
+    let lines = next() % (n + 1);
+    let mut t: String = (0..lines)
+        .map(|_| format!("line {}\n", next() % kinds))
+        .collect();
+    if next() % 8 == 0 {
+        t.pop();
+    }
+    t
+}
+
+/// What `changes diff` prints is a unified diff that `git apply` and `patch` accept and that
+/// turns each old file into the new one exactly, over 600 random changes with many shortest
+/// scripts each (where a change goes among equal lines may differ from git's choice).
+#[test]
+fn the_diff_applies_to_give_the_new_files() {
+    let f = Fixture::new("changes-applies");
+    let repo = f.path("r/repo");
+    let upper = f.path("r/upper");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(&upper).unwrap();
+    let mut seed = 0x853c49e6748fea9bu64;
+    let mut entries = Vec::new();
+    let mut want = BTreeMap::new();
+    for i in 0..600u64 {
+        let name = format!("f{i:03}.txt");
+        let (lines, kinds) = [(6, 2), (20, 3), (60, 5), (200, 8)][(i % 4) as usize];
+        let old = random_text(&mut seed, lines, kinds);
+        let mut new = random_text(&mut seed, lines, kinds);
+        if old == new {
+            new.push_str("one more\n");
+        }
+        std::fs::write(repo.join(&name), &old).unwrap();
+        std::fs::write(upper.join(&name), &new).unwrap();
+        entries.push(entry(
+            &name,
+            Kind::Modified,
+            What::File,
+            0o644,
+            new.len() as u64,
+        ));
+        want.insert(name, new);
+    }
+    let cs = Changeset {
+        roots: vec![repo.clone()],
+        entries,
+    };
+    let id = keep(&cs, &upper);
+    let diff = changes(&["diff", &id]);
+    diff.assert_code(0);
+    let patch = f.write("all.patch", &diff.stdout);
+    for (tool, args) in [
+        ("git", vec!["apply", "--whitespace=nowarn"]),
+        ("patch", vec!["-s", "-p1", "-i"]),
+    ] {
+        let copy = f.path(&format!("applied-by-{tool}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for n in want.keys() {
+            std::fs::copy(repo.join(n), copy.join(n)).unwrap();
+        }
+        let mut c = Command::new(tool);
+        c.args(&args)
+            .arg(&patch)
+            .current_dir(&copy)
+            // not the repo the fixture lies in: git apply there would patch other paths
+            .env("GIT_CEILING_DIRECTORIES", &f.dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &f.dir);
+        if which(tool).is_none() {
+            skip_tool(&format!("{tool} is not in PATH"));
+            continue;
+        }
+        run_command(c, LIMIT).assert_code(0);
+        for (n, text) in &want {
+            let got = std::fs::read_to_string(copy.join(n)).unwrap();
+            assert!(
+                got == *text,
+                "{tool}: {n} is not the new file after the patch"
+            );
+        }
+    }
     changes(&["drop", &id]).assert_code(0);
 }
 

@@ -6,6 +6,7 @@ use crate::changes::{Applied, Changeset, Kind, What};
 use crate::cli::ChangesAction;
 use crate::fsops as fs;
 use crate::hostfs::Tree;
+use crate::visible;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -14,8 +15,9 @@ use std::path::{Path, PathBuf};
 const DIFF_CAP: u64 = 8 << 20;
 
 pub(super) fn run(action: ChangesAction) -> Result<i32, String> {
-    // Errors name paths the command chose: shown, not obeyed.
-    run_action(action).map_err(|e| visible(&e, &[]))
+    // Errors name paths the command chose, escaped where they are written; this is the net
+    // that keeps any other control off the terminal (backslashes left: they begin escapes).
+    run_action(action).map_err(|e| visible::text_keeping(&e, &['\\']))
 }
 
 fn run_action(action: ChangesAction) -> Result<i32, String> {
@@ -54,60 +56,36 @@ fn list() -> Result<i32, String> {
                 let m = &s.manifest;
                 let (acc, refused, bytes) = counts(&m.changeset);
                 println!(
-                    "{}  {}  {}  {}  {acc} accepted, {refused} refused, {bytes} bytes",
+                    "{}  {}  {}  {}  {acc} accepted, {refused} refused, {bytes} bytes  {}",
                     s.id,
-                    visible(&m.meta.created, &[]),
-                    visible(&m.meta.repo.display().to_string(), &[]),
+                    visible::text(&m.meta.created),
+                    visible::path(&m.meta.repo),
                     if m.meta.profile.is_empty() {
                         "-".to_string()
                     } else {
-                        visible(&m.meta.profile, &[])
+                        visible::text(&m.meta.profile)
                     },
+                    visible::text(&m.meta.command),
                 )
             }
-            Err((id, e)) => println!("{id}  (unreadable: {e})"),
+            Err((id, e)) => println!(
+                "{}  (unreadable: {})",
+                visible::text(&id),
+                visible::text_keeping(&e, &['\\'])
+            ),
         }
     }
     Ok(0)
 }
 
-/// Is `c` a character that changes what a terminal shows rather than showing itself (C0
-/// and C1 controls, DEL, the bidirectional marks, overrides and isolates)?
-fn hides(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        )
-}
-
-/// `s` with every character that [`hides`] written as an escape (`\u{1b}`), so that a name
-/// or a line the command chose cannot rewrite what the reviewer sees; `keep` is let through.
-fn visible(s: &str, keep: &[char]) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if hides(c) && !keep.contains(&c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// An entry's path as the diff and the listing show it: relative for the repo, the whole
-/// path (without its leading `/`) for another root; controls escaped.
+/// path (without its leading `/`) for another root; escaped by [`visible::path`].
 fn shown(cs: &Changeset, root: usize, path: &Path) -> String {
-    let s = if root == 0 {
-        path.display().to_string()
-    } else {
-        let full = cs.roots.get(root).cloned().unwrap_or_default().join(path);
-        full.display()
-            .to_string()
-            .trim_start_matches('/')
-            .to_string()
-    };
-    visible(&s, &[])
+    if root == 0 {
+        return visible::path(path);
+    }
+    let full = cs.roots.get(root).cloned().unwrap_or_default().join(path);
+    visible::path(full.strip_prefix("/").unwrap_or(&full))
 }
 
 fn kind_word(k: Kind) -> &'static str {
@@ -143,19 +121,16 @@ fn show(id: &str, json: bool) -> Result<i32, String> {
     }
     let (acc, refused, bytes) = counts(&m.changeset);
     println!("changeset {}", s.id);
-    println!(
-        "repo      {}",
-        visible(&m.meta.repo.display().to_string(), &[])
-    );
-    println!("profile   {}", visible(&m.meta.profile, &[]));
-    println!("command   {}", visible(&m.meta.command, &[]));
-    println!("created   {}", visible(&m.meta.created, &[]));
+    println!("repo      {}", visible::path(&m.meta.repo));
+    println!("profile   {}", visible::text(&m.meta.profile));
+    println!("command   {}", visible::text(&m.meta.command));
+    println!("created   {}", visible::text(&m.meta.created));
     println!("entries   {acc} accepted, {refused} refused, {bytes} bytes");
     for e in &m.changeset.entries {
         let refused = e
             .refused
             .as_deref()
-            .map(|r| format!("  refused: {}", visible(r, &[])))
+            .map(|r| format!("  refused: {}", visible::text(r)))
             .unwrap_or_default();
         println!(
             "  {:<11} {:<7} {:>10}  {}{refused}",
@@ -259,10 +234,40 @@ fn content(t: &Thing) -> Option<&[u8]> {
     }
 }
 
-/// One file's part of the diff, turning `old` into `new` (each absent, a file or a link).
-fn file_diff(out: &mut Vec<u8>, name: &str, old: &Thing, new: &Thing) {
+/// `a/NAME` or `b/NAME` as a diff header names it: in double quotes, as git quotes a name it
+/// escaped, when `name` holds an escape (every escape begins with a backslash, and a
+/// backslash of the name is escaped too), so that `git apply` refuses it rather than
+/// writing a file of another name.
+fn side(prefix: &str, name: &str) -> String {
+    if name.contains('\\') {
+        format!("\"{prefix}/{name}\"")
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+/// A diff body as a terminal is shown it: each line's text escaped by [`visible`] but for
+/// its newline and tabs, and git's `\ No newline at end of file` line as it is (no content
+/// line begins with a backslash: each begins with its sign).
+fn on_terminal(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    for line in crate::changes::diff::lines(body) {
+        if line.starts_with(b"\\ ") {
+            out.extend_from_slice(line);
+        } else {
+            out.extend_from_slice(visible::bytes_keeping(line, &['\n', '\t']).as_bytes());
+        }
+    }
+    out
+}
+
+/// One file's part of the diff, turning `old` into `new` (each absent, a file or a link);
+/// on a terminal (`tty`) the bodies are escaped by [`on_terminal`].
+fn file_diff(out: &mut Vec<u8>, name: &str, old: &Thing, new: &Thing, tty: bool) {
+    let a_name = side("a", name);
+    let b_name = side("b", name);
     let head = |out: &mut Vec<u8>| {
-        out.extend_from_slice(format!("diff --git a/{name} b/{name}\n").as_bytes());
+        out.extend_from_slice(format!("diff --git {a_name} {b_name}\n").as_bytes());
     };
     let body = |out: &mut Vec<u8>, a: &Thing, b: &Thing, an: &str, bn: &str| match (
         content(a),
@@ -273,12 +278,15 @@ fn file_diff(out: &mut Vec<u8>, name: &str, old: &Thing, new: &Thing) {
             if !crate::changes::diff::is_binary(x) && !crate::changes::diff::is_binary(y) =>
         {
             out.extend_from_slice(format!("--- {an}\n+++ {bn}\n").as_bytes());
-            out.extend_from_slice(&crate::changes::diff::hunks(x, y, 3));
+            let hunks = crate::changes::diff::hunks(x, y, 3);
+            if tty {
+                out.extend_from_slice(&on_terminal(&hunks));
+            } else {
+                out.extend_from_slice(&hunks);
+            }
         }
         _ => out.extend_from_slice(format!("Binary files {an} and {bn} differ\n").as_bytes()),
     };
-    let a_name = format!("a/{name}");
-    let b_name = format!("b/{name}");
     let is_file = |t: &Thing| matches!(t, Thing::File { .. } | Thing::Link(_));
     let same_type = matches!(
         (old, new),
@@ -323,7 +331,7 @@ fn diff(id: &str) -> Result<i32, String> {
     let roots = open_roots(cs)?;
     let trees = s.sources()?;
     let stdout = std::io::stdout();
-    // On a terminal the command's bytes are shown, not obeyed: controls escaped.
+    // Names are always escaped; on a terminal the files' bytes are too (shown, not obeyed).
     let tty = std::io::IsTerminal::is_terminal(&stdout);
     let mut w = stdout.lock();
     for e in cs.entries.iter().filter(|e| e.accepted()) {
@@ -343,7 +351,9 @@ fn diff(id: &str) -> Result<i32, String> {
                 if a != b {
                     out.extend_from_slice(
                         format!(
-                            "diff --git a/{name} b/{name}\nold mode 040{a:o}\nnew mode 040{b:o}\n"
+                            "diff --git {} {}\nold mode 040{a:o}\nnew mode 040{b:o}\n",
+                            side("a", &name),
+                            side("b", &name)
                         )
                         .as_bytes(),
                     );
@@ -354,14 +364,11 @@ fn diff(id: &str) -> Result<i32, String> {
                 files_under(root.raw_fd(), &e.path, &mut files);
                 for f in files {
                     let t = read_thing(root.raw_fd(), &f);
-                    file_diff(&mut out, &shown(cs, e.root, &f), &t, &Thing::Absent);
+                    file_diff(&mut out, &shown(cs, e.root, &f), &t, &Thing::Absent, tty);
                 }
-                file_diff(&mut out, &name, &Thing::Absent, &new);
+                file_diff(&mut out, &name, &Thing::Absent, &new, tty);
             }
-            _ => file_diff(&mut out, &name, &old, &new),
-        }
-        if tty {
-            out = visible(&String::from_utf8_lossy(&out), &['\n', '\t']).into_bytes();
+            _ => file_diff(&mut out, &name, &old, &new, tty),
         }
         if w.write_all(&out).is_err() {
             return Ok(0);
@@ -447,7 +454,7 @@ fn apply(id: &str) -> Result<i32, String> {
     if me != 0 && me != uid {
         return Err(format!(
             "changes apply {id}: nothing applied: {} belongs to uid {uid}: apply as that user (or as root, which applies as that user)",
-            visible(&repo.display().to_string(), &[])
+            visible::path(repo)
         ));
     }
     let o = crate::changes::owner::run_as(uid, gid, || {
@@ -463,7 +470,7 @@ fn apply(id: &str) -> Result<i32, String> {
             };
             println!(
                 "applied {id} to {}: {} entries, {} bytes written, {} removed; {dropped}",
-                repo.display(),
+                visible::path(repo),
                 counts(cs).0,
                 o.written,
                 o.removed
@@ -496,9 +503,23 @@ mod tests {
 
     #[test]
     fn what_rewrites_a_terminal_is_shown_escaped() {
-        assert_eq!(visible("a\x1b[2Jb", &[]), "a\\u{1b}[2Jb");
-        assert_eq!(visible("x\u{202e}y\u{9b}", &[]), "x\\u{202e}y\\u{9b}");
-        assert_eq!(visible("tab\there\n", &['\n', '\t']), "tab\there\n");
-        assert_eq!(visible("plain/ünïcode.txt", &[]), "plain/ünïcode.txt");
+        assert_eq!(visible::text("a\x1b[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(visible::text("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
+        assert_eq!(visible::text("plain/ünïcode.txt"), "plain/ünïcode.txt");
+    }
+
+    #[test]
+    fn on_a_terminal_a_body_is_escaped_but_its_layout_and_gits_marker() {
+        let body = b"@@ -1 +1 @@\n-\told\x1b[2J\n+new\\n\xff\n\\ No newline at end of file\n";
+        assert_eq!(
+            String::from_utf8(on_terminal(body)).unwrap(),
+            "@@ -1 +1 @@\n-\told\\u{1b}[2J\n+new\\\\n\\xff\n\\ No newline at end of file\n"
+        );
+    }
+
+    #[test]
+    fn a_header_quotes_an_escaped_name_only() {
+        assert_eq!(side("a", "café.txt"), "a/café.txt");
+        assert_eq!(side("b", "x\\u{200b}"), "\"b/x\\u{200b}\"");
     }
 }

@@ -552,32 +552,34 @@ fn io_words(e: &std::io::Error) -> String {
 
 /// The stderr line of a refusal (names quoted and escaped: they are the step's text).
 pub fn refusal_line(r: &Refused) -> String {
+    // Quoted, every character that could hide or reorder text escaped.
+    let name = format!("\"{}\"", crate::visible::text(&r.name).replace('"', "\\\""));
     let list = match r.file.as_str() {
         "GITHUB_PATH" => export::EXPORT_PATH,
         _ => export::EXPORT_ENV,
     };
     match (r.kept, r.reason) {
         (true, Reason::NotListed) => format!(
-            "{}: {:?} kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: {list}",
-            r.file, r.name
+            "{}: {} kept for later sandboxed steps only; to hand it to unsandboxed steps, list it in the workflow's env: {list}",
+            r.file, name
         ),
         (true, why) => format!(
-            "{}: {:?} kept for later sandboxed steps only, never handed to unsandboxed steps: {}",
+            "{}: {} kept for later sandboxed steps only, never handed to unsandboxed steps: {}",
             r.file,
-            r.name,
+            name,
             why.words()
         ),
         (false, Reason::NotListed) => format!(
-            "{}: {:?} not passed to the runner: not listed in the workflow's env: {list} (and no job, GITHUB_RUN_ID, to keep it for later sandboxed steps)",
-            r.file, r.name
+            "{}: {} not passed to the runner: not listed in the workflow's env: {list} (and no job, GITHUB_RUN_ID, to keep it for later sandboxed steps)",
+            r.file, name
         ),
         (false, why) if r.name.is_empty() => {
             format!("{}: not passed to the runner: {}", r.file, why.words())
         }
         (false, why) => format!(
-            "{}: {:?} not passed to the runner: {}",
+            "{}: {} not passed to the runner: {}",
             r.file,
-            r.name,
+            name,
             why.words()
         ),
     }

@@ -192,7 +192,10 @@ impl<'a> Ctx<'a> {
     /// One line naming the step, the path and the error.
     fn fail(&self, step: &str, root: usize, rel: &Path, e: impl std::fmt::Display) -> String {
         let base = self.cs.roots.get(root).cloned().unwrap_or_default();
-        format!("apply: {step} {}: {e}", base.join(rel).display())
+        format!(
+            "apply: {step} {}: {e}",
+            crate::visible::path(&base.join(rel))
+        )
     }
 
     /// Check the changeset's shape and group its accepted entries: the top-level ones in

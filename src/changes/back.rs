@@ -136,7 +136,10 @@ pub fn run(plan: &FromPlan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Met
     let cs = match scan::scan(&roots, &limits) {
         Ok(cs) => cs,
         Err((path, e)) => {
-            let line = format!("reading the run's changes at {}: {e}", path.display());
+            let line = format!(
+                "reading the run's changes at {}: {e}",
+                crate::visible::path(&path)
+            );
             eprintln!("sandbox-run: repo: {line}; nothing was applied");
             return RepoChanges {
                 error: Some(line),
@@ -275,10 +278,15 @@ fn failed(e: String) -> RepoChanges {
 fn say_refused(cs: &Changeset) {
     let refused: Vec<&Entry> = cs.entries.iter().filter(|e| !e.accepted()).collect();
     for e in refused.iter().take(NAMED) {
+        let path = match (e.root, cs.roots.get(e.root)) {
+            (0, _) | (_, None) => e.path.clone(),
+            (_, Some(root)) => root.join(&e.path),
+        };
+        // The name is the command's: escaped; the reason is ours, with a net for controls.
         eprintln!(
             "sandbox-run: repo: refused {} ({})",
-            shown(cs, e),
-            e.refused.as_deref().unwrap_or_default()
+            crate::visible::path(&path),
+            crate::visible::text_keeping(e.refused.as_deref().unwrap_or_default(), &['\\'])
         );
     }
     if refused.len() > NAMED {

@@ -45,7 +45,9 @@ pub enum What {
 pub struct Entry {
     /// Which root of the changeset ([`Changeset::roots`]): 0 is the repo.
     pub root: usize,
-    /// Relative to the root; never empty, never `..`.
+    /// Relative to the root; never empty, never `..`. Kept as a JSON string, or when the
+    /// command chose a name that is not UTF-8, as the array of its bytes.
+    #[serde(with = "path_bytes")]
     pub path: PathBuf,
     pub kind: Kind,
     pub what: What,
@@ -86,6 +88,53 @@ pub enum Applied {
     Kept,
     /// Thrown away.
     Discarded,
+}
+
+/// A path in JSON without loss: a string when it is UTF-8, else the array of its bytes.
+mod path_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match p.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_seq(p.as_os_str().as_bytes()),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Ok(match Either::deserialize(d)? {
+            Either::Text(t) => PathBuf::from(t),
+            Either::Bytes(b) => PathBuf::from(std::ffi::OsString::from_vec(b)),
+        })
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn a_name_that_is_not_utf8_goes_there_and_back() {
+        use super::{Entry, Kind, What};
+        for name in [&b"plain.txt"[..], b"bad\xff.txt", "caf\u{e9}".as_bytes()] {
+            let e = Entry {
+                root: 0,
+                path: PathBuf::from(std::ffi::OsStr::from_bytes(name)),
+                kind: Kind::Added,
+                what: What::File,
+                mode: 0o644,
+                bytes: 0,
+                refused: None,
+            };
+            let json = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<Entry>(&json).unwrap(), e, "{json}");
+        }
+    }
 }
 
 pub mod apply;

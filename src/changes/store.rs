@@ -281,9 +281,12 @@ pub fn base_now(cs: &Changeset) -> Result<Vec<Base>, String> {
         if !e.accepted() {
             continue;
         }
-        let root = roots
-            .get(e.root)
-            .ok_or_else(|| format!("changes: entry {} names no root", e.path.display()))?;
+        let root = roots.get(e.root).ok_or_else(|| {
+            format!(
+                "changes: entry {} names no root",
+                crate::visible::path(&e.path)
+            )
+        })?;
         let tree = matches!(e.kind, Kind::Removed | Kind::TypeChange);
         out.push(Base {
             entry: i,
@@ -444,7 +447,7 @@ fn keep_in(
 ) -> Result<(), String> {
     let here = dir.join(id);
     let fail = |what: &str, p: &Path, e: std::io::Error| {
-        format!("changes: keeping {what} {}: {e}", p.display())
+        format!("changes: keeping {what} {}: {e}", crate::visible::path(p))
     };
     let idtree = changes
         .child(OsStr::new(id))
@@ -484,7 +487,10 @@ fn keep_in(
         let (Some(top), Some(src), Some(host)) =
             (tops.get(e.root), sources.get(e.root), hosts.get(e.root))
         else {
-            return Err(format!("changes: entry {} names no root", e.path.display()));
+            return Err(format!(
+                "changes: entry {} names no root",
+                crate::visible::path(&e.path)
+            ));
         };
         layer
             .put(e, src, host, top)

@@ -27,26 +27,16 @@ pub fn is_control(c: char) -> bool {
     c.is_control()
 }
 
-/// Characters that are not control characters but still change how text *looks*: line and
-/// paragraph separators, bidirectional overrides and zero-width characters. They are escaped
-/// in reasons so a message can never be visually rearranged.
-fn is_invisible_or_bidi(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
-/// True for characters that must never appear raw in a reason.
+/// True for characters that must never appear raw in a reason: those that do not show
+/// themselves (controls, format characters such as zero-width and bidi ones, separators;
+/// see `crate::visible`).
 pub fn needs_escape(c: char) -> bool {
-    is_control(c) || is_invisible_or_bidi(c)
+    crate::visible::hides(c)
 }
 
-/// The visible escape of one character: `\n`, `\u{1b}`, `\u{202e}` ...
+/// The visible escape of one character: `\n`, `\u{1b}`, `\u{202e}` ... (`crate::visible`'s).
 pub fn escape(c: char) -> String {
-    if is_invisible_or_bidi(c) {
-        format!("\\u{{{:x}}}", c as u32)
-    } else {
-        c.escape_debug().collect()
-    }
+    crate::visible::escape(c)
 }
 
 /// Returns `s` with every control, bidi or zero-width character (and `"` and `\`) escaped,
@@ -58,7 +48,9 @@ pub fn clean(s: &str, limit: usize) -> String {
             out.push_str("...");
             break;
         }
-        if needs_escape(c) || c == '"' || c == '\\' {
+        if c == '"' {
+            out.push_str("\\\"");
+        } else if needs_escape(c) || c == '\\' {
             out.push_str(&escape(c));
         } else {
             out.push(c);
