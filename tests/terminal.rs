@@ -63,8 +63,13 @@ impl Caller {
     /// `cmd` with the slave as its fds 0, 1 and 2 and as the controlling terminal of a session
     /// of its own (its process group is the terminal's foreground one, as under a shell).
     fn start(&self, cmd: &mut Command) -> Child {
+        self.start_with_stdout(cmd, Stdio::from(self.slave.try_clone().unwrap()))
+    }
+
+    /// [`Caller::start`], with `stdout` as the command's fd 1.
+    fn start_with_stdout(&self, cmd: &mut Command, stdout: Stdio) -> Child {
         let io = || Stdio::from(self.slave.try_clone().unwrap());
-        cmd.stdin(io()).stdout(io()).stderr(io());
+        cmd.stdin(io()).stdout(stdout).stderr(io());
         // SAFETY: setsid and TIOCSCTTY on fd 0 between fork and exec: async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
@@ -501,4 +506,54 @@ fn report_says(name: &str, more: &str, on_tty: &str, off_tty: &str) {
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(v["sandbox"]["stdout"], off_tty, "{v}");
     assert_eq!(v["sandbox"]["stderr"], off_tty, "{v}");
+}
+
+/// Variants the pty was not written for: only stderr is the terminal (stdout a pipe of the
+/// caller's), and the caller leaked its terminal to sandbox-run as fd 5 (no close-on-exec).
+/// Only fd 2 gets a pty; nothing under sandbox-run holds the terminal, by any fd number.
+#[test]
+fn the_terminal_on_stderr_only_or_leaked_above_2_is_not_held() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = fixture("variants");
+    let mut term = Caller::new();
+    term.type_in("typed-ahead\n");
+    let (out_r, out_w) = nix::unistd::pipe().unwrap();
+    let mut cmd = sandbox(&base, "30s", &["tty", "1500"]);
+    let leak = term.slave.as_raw_fd();
+    // SAFETY: dup2 between fork and exec: async-signal-safe; fd 5 is the child's own.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(leak, 5) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = term.start_with_stdout(&mut cmd, Stdio::from(out_w));
+    // The Command keeps its copy of the pipe's write end until dropped.
+    drop(cmd);
+    // Looked at all along the run: stage 2, pid 1 and the workload each hold fds in turn.
+    let mut bad = Vec::new();
+    let t = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < slack(20.0), "sandbox-run did not end");
+        bad.extend(holders(child.id() as i32, term.rdev, "tty").0);
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut std::fs::File::from(out_r), &mut out).unwrap();
+    assert!(st.success(), "{st:?} {out}");
+    assert!(
+        bad.is_empty(),
+        "the sandbox holds the caller's terminal: {bad:?}"
+    );
+    assert!(out.contains("isatty 0=0 1=0 2=1"), "{out}");
+    assert!(out.contains("typed-ahead fd2: nothing"), "{out}");
+    term.assert_modes_kept("stderr only");
+    assert_eq!(term.pending_input(), "typed-ahead\n");
 }
