@@ -893,7 +893,7 @@ fn tiocsti(args: &[String]) -> Outcome {
 
 /// One data line of `tty` and `winch`, written at once (stdout is a terminal or a pipe).
 fn say(line: &str) {
-    print!("{line}\n");
+    println!("{line}");
     flush();
 }
 

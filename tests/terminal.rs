@@ -250,13 +250,27 @@ fn holders(root: i32, rdev: u64, attack: &str) -> (Vec<String>, bool) {
 /// isatty, the window size, a colour and the order of the output come through.
 #[test]
 fn the_command_gets_a_pty_of_its_own_and_never_the_callers_keystrokes() {
+    attack_from_a_terminal(false);
+}
+
+/// The same, with stage 2 re-exec'd rather than forked (its fds are set up the other way).
+#[test]
+fn the_same_with_stage_2_reexecd() {
+    attack_from_a_terminal(true);
+}
+
+fn attack_from_a_terminal(reexec: bool) {
     if !support::sandbox_works() {
         return;
     }
-    let base = fixture("attack");
+    let base = fixture(if reexec { "attack-exec" } else { "attack" });
     let mut term = Caller::new();
     term.type_in("typed-ahead\n");
-    let mut child = term.start(&mut sandbox(&base, "30s", &["tty", "2000"]));
+    let mut cmd = sandbox(&base, "30s", &["tty", "2000"]);
+    if reexec {
+        cmd.env("SANDBOX_RUN_STAGE2", "exec");
+    }
+    let mut child = term.start(&mut cmd);
     assert!(
         term.read_until("waiting", slack(20.0)),
         "no `waiting` from the probe; the terminal showed:\n{}",
@@ -517,7 +531,7 @@ fn the_terminal_on_stderr_only_or_leaked_above_2_is_not_held() {
         return;
     }
     let base = fixture("variants");
-    let mut term = Caller::new();
+    let term = Caller::new();
     term.type_in("typed-ahead\n");
     let (out_r, out_w) = nix::unistd::pipe().unwrap();
     let mut cmd = sandbox(&base, "30s", &["tty", "1500"]);
@@ -545,6 +559,8 @@ fn the_terminal_on_stderr_only_or_leaked_above_2_is_not_held() {
         bad.extend(holders(child.id() as i32, term.rdev, "tty").0);
         std::thread::sleep(Duration::from_millis(50));
     };
+    bad.sort();
+    bad.dedup();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut std::fs::File::from(out_r), &mut out).unwrap();
     assert!(st.success(), "{st:?} {out}");

@@ -146,8 +146,8 @@ impl Terminal {
             return t;
         }
         let same = tty == [true, true] && same_terminal(1, 2);
-        for i in 0..2 {
-            if !tty[i] || (i == 1 && same) {
+        for (i, &is_tty) in tty.iter().enumerate() {
+            if !is_tty || (i == 1 && same) {
                 continue;
             }
             match Pty::open_like(i as RawFd + 1) {
