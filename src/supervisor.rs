@@ -1,7 +1,8 @@
 //! The supervisor: starts stage 2 with the plan, then waits for it in one `poll` over a
-//! pidfd, a signalfd and (when capturing) the command's output pipes and sandbox-run's own
-//! stdout and stderr ([`crate::sink`]: nothing in the loop waits for the caller to read). No
-//! polling loop, no SIGALRM: the deadline is the poll timeout.
+//! pidfd, a signalfd and (when capturing) the command's output pipes, or (where sandbox-run's
+//! stdout or stderr is a terminal) the master of the command's pty ([`crate::layers::pty`]),
+//! and sandbox-run's own stdout and stderr ([`crate::sink`]: nothing in the loop waits for the
+//! caller to read). No polling loop, no SIGALRM: the deadline is the poll timeout.
 //!
 //! Teardown: at the wall-clock deadline, or when sandbox-run receives SIGINT/SIGTERM/SIGHUP,
 //! SIGTERM goes to every process of the sandbox (pid 1 relays it with `kill(-1)`); after the
