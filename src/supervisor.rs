@@ -321,12 +321,8 @@ pub fn run(
     let pid = child.pid;
     let pidfd = crate::sys::pidfd_open(pid)
         .map_err(|e| format!("pidfd_open: {}", std::io::Error::from_raw_os_error(e)))?;
-    // A pty's output is read like a pipe (its master reads EIO once the sandbox is gone);
-    // its dup, so that SIGWINCH can still resize it.
-    let master = |i: usize| {
-        let p: &Option<Pty> = &term.ptys[i];
-        p.as_ref().and_then(|p| p.master.try_clone().ok())
-    };
+    // A pty's output is read like a pipe (its master reads EIO once the sandbox is gone).
+    let mut master = |i: usize| term.ptys[i].as_mut().and_then(|p| p.reader.take());
     // Without capture, the command's output is only relayed (pty, or a pipe where no pty
     // could be made): no cap, as when it writes to the caller's fd itself.
     let cap = if piped { o.output_cap } else { u64::MAX };

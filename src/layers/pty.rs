@@ -48,7 +48,10 @@ impl Given {
 /// command's fd 1 and/or 2 and is dropped by the supervisor once stage 2 holds it (the master
 /// then reads EIO once the last process of the sandbox that held it is gone).
 pub struct Pty {
+    /// Kept for resizing.
     pub master: OwnedFd,
+    /// A second fd of the master, for the supervisor's loop to read (and close at its end).
+    pub reader: Option<OwnedFd>,
     pub slave: Option<OwnedFd>,
     /// The caller's terminal this pty stands in for (sandbox-run's fd 1 or 2).
     pub caller: RawFd,
@@ -93,8 +96,10 @@ impl Pty {
                 libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t);
             }
         }
+        let reader = master.try_clone().map_err(|e| format!("dup: {e}"))?;
         let pty = Pty {
             master,
+            reader: Some(reader),
             slave: Some(slave),
             caller,
         };
