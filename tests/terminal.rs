@@ -69,7 +69,17 @@ impl Caller {
     /// [`Caller::start`], with `stdout` as the command's fd 1.
     fn start_with_stdout(&self, cmd: &mut Command, stdout: Stdio) -> Child {
         let io = || Stdio::from(self.slave.try_clone().unwrap());
-        cmd.stdin(io()).stdout(stdout).stderr(io());
+        self.start_on(cmd.stdin(io()).stdout(stdout).stderr(io()))
+    }
+
+    /// [`Caller::start`], with `stderr` as the command's fd 2.
+    fn start_with_stderr(&self, cmd: &mut Command, stderr: Stdio) -> Child {
+        let io = || Stdio::from(self.slave.try_clone().unwrap());
+        self.start_on(cmd.stdin(io()).stdout(io()).stderr(stderr))
+    }
+
+    /// Start `cmd` (its fds set) in a session of its own whose controlling terminal is fd 0.
+    fn start_on(&self, cmd: &mut Command) -> Child {
         // SAFETY: setsid and TIOCSCTTY on fd 0 between fork and exec: async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
@@ -572,4 +582,48 @@ fn the_terminal_on_stderr_only_or_leaked_above_2_is_not_held() {
     assert!(out.contains("typed-ahead fd2: nothing"), "{out}");
     term.assert_modes_kept("stderr only");
     assert_eq!(term.pending_input(), "typed-ahead\n");
+}
+
+/// Another variant: stdout and stderr on two different terminals. Each gets a pty of its own;
+/// neither terminal is held, read or changed.
+#[test]
+fn two_terminals_get_two_ptys() {
+    if !support::sandbox_works() {
+        return;
+    }
+    let base = fixture("two");
+    let mut out = Caller::new();
+    let err = Caller::new();
+    out.type_in("typed-ahead\n");
+    err.type_in("typed-ahead\n");
+    let mut cmd = sandbox(&base, "30s", &["tty", "500"]);
+    let mut child = out.start_with_stderr(&mut cmd, Stdio::from(err.slave.try_clone().unwrap()));
+    drop(cmd);
+    let mut bad = Vec::new();
+    let t = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < slack(20.0), "sandbox-run did not end");
+        for term in [&out, &err] {
+            bad.extend(holders(child.id() as i32, term.rdev, "tty").0);
+        }
+        out.read_for(Duration::from_millis(50));
+    };
+    out.read_for(Duration::from_millis(200));
+    let shown = out.shown();
+    assert!(st.success(), "{st:?} {shown}");
+    bad.sort();
+    bad.dedup();
+    assert!(
+        bad.is_empty(),
+        "the sandbox holds a caller's terminal: {bad:?}"
+    );
+    assert!(shown.contains("isatty 0=0 1=1 2=1"), "{shown}");
+    assert!(shown.contains("typed-ahead fd2: nothing"), "{shown}");
+    for (name, term) in [("stdout's", &out), ("stderr's", &err)] {
+        term.assert_modes_kept(name);
+        assert_eq!(term.pending_input(), "typed-ahead\n", "{name}");
+    }
 }
