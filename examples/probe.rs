@@ -43,6 +43,11 @@ processes: kill PID [SIG] | ptrace-attach PID | ptrace-traceme
 kernel:    unshare-user | clone-newuser | clone3 | mount-tmpfs DIR | io-uring | keyctl | bpf
            userfaultfd | perf-event-open | int80-getpid | x32-getpid | personality-norandom
            tiocsti FD [HIGHBITS]
+terminal:  tty [WAIT_MS] [sleep] (as a command that wants the caller's keystrokes: print isatty
+           of fds 0-2, the window size and a coloured word; read fds 1 and 2 (what is there,
+           then what comes within WAIT_MS after the line `waiting`); turn echo off on both;
+           TIOCSTI on fd 1; `done`; then sleep for ever when asked)
+           winch SECS (print the window size, `waiting-winch`, the size after a SIGWINCH)
 boundary:  copy FROM TO | chmod PATH MODE | fchmod PATH MODE | fchmodat2 PATH MODE
            creat PATH MODE | open-creat PATH MODE | tmpfile-link DIR PATH MODE
            openat2-creat PATH MODE | mknod-reg PATH MODE | setxattr PATH NAME VALUE
@@ -884,6 +889,127 @@ fn tiocsti(args: &[String]) -> Outcome {
         )
     })?;
     ok_with(format!("request={request:#x}"))
+}
+
+/// One data line of `tty` and `winch`, written at once (stdout is a terminal or a pipe).
+fn say(line: &str) {
+    println!("{line}");
+    flush();
+}
+
+/// The window size of fd 1, `ROWSxCOLS`.
+fn winsize() -> String {
+    // SAFETY: TIOCGWINSZ into a winsize we own.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    match unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } {
+        0 => format!("{}x{}", ws.ws_row, ws.ws_col),
+        _ => format!("none errno={}", errno_name(errno())),
+    }
+}
+
+/// What fd `fd` gives within `ms` milliseconds (poll first: never blocks, never changes the
+/// open file's flags, which the caller's own processes may share).
+fn read_within(fd: libc::c_int, ms: i32) -> String {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd we own; read into a buffer of the size given.
+    unsafe {
+        if libc::poll(&mut p, 1, ms) <= 0 || p.revents & libc::POLLIN == 0 {
+            return "nothing".into();
+        }
+        let mut buf = [0u8; 256];
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        if n < 0 {
+            return format!("denied errno={}", errno_name(errno()));
+        }
+        format!("{:?}", String::from_utf8_lossy(&buf[..n as usize]))
+    }
+}
+
+fn tty(args: &[String]) -> Outcome {
+    let wait: i32 = if args.is_empty() {
+        2000
+    } else {
+        num(args, 0, "WAIT_MS")?
+    };
+    // SAFETY: isatty only queries the fds.
+    let isatty = |fd| unsafe { libc::isatty(fd) };
+    say(&format!(
+        "isatty 0={} 1={} 2={}",
+        isatty(0),
+        isatty(1),
+        isatty(2)
+    ));
+    say(&format!("winsize {}", winsize()));
+    say("colour \x1b[31mred\x1b[0m");
+    for fd in [1, 2] {
+        say(&format!("typed-ahead fd{fd}: {}", read_within(fd, 0)));
+    }
+    say("waiting");
+    let t = Instant::now();
+    for fd in [1, 2] {
+        let left = wait - t.elapsed().as_millis().min(wait as u128) as i32;
+        say(&format!("typed-late fd{fd}: {}", read_within(fd, left)));
+    }
+    for fd in [1, 2] {
+        // SAFETY: tcgetattr/tcsetattr with a termios we own.
+        let r = unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) == 0 {
+                t.c_lflag &= !(libc::ECHO | libc::ICANON);
+                libc::tcsetattr(fd, libc::TCSANOW, &t)
+            } else {
+                -1
+            }
+        };
+        let r = if r == 0 {
+            "ok".to_string()
+        } else {
+            format!("denied errno={}", errno_name(errno()))
+        };
+        say(&format!("echo-off fd{fd}: {r}"));
+    }
+    let c = b'#';
+    // SAFETY: TIOCSTI reads one byte from a valid pointer.
+    let r = unsafe { libc::ioctl(1, libc::TIOCSTI, &c as *const u8) };
+    let r = if r == 0 {
+        "ok".to_string()
+    } else {
+        format!("denied errno={}", errno_name(errno()))
+    };
+    say(&format!("tiocsti fd1: {r}"));
+    say("done");
+    if args.get(1).map(String::as_str) == Some("sleep") {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    ok()
+}
+
+static WINCHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_winch(_: libc::c_int) {
+    WINCHED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn winch(args: &[String]) -> Outcome {
+    let secs: u64 = num(args, 0, "SECS")?;
+    // SAFETY: a handler that only stores to an atomic.
+    unsafe { libc::signal(libc::SIGWINCH, on_winch as *const () as libc::sighandler_t) };
+    say(&format!("winsize {}", winsize()));
+    say("waiting-winch");
+    let t = Instant::now();
+    while !WINCHED.load(std::sync::atomic::Ordering::SeqCst) {
+        if t.elapsed() > Duration::from_secs(secs) {
+            return Err(Fail::Nothing("no SIGWINCH"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ok_with(format!("winsize {}", winsize()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1864,6 +1990,8 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "x32-getpid" => x32_getpid(),
         "personality-norandom" => personality_norandom(),
         "tiocsti" => tiocsti(args),
+        "tty" => tty(args),
+        "winch" => winch(args),
         "copy" => copy_file(args),
         "chmod" => chmod_path(args),
         "fchmod" => fchmod_path(args),

@@ -39,6 +39,8 @@ pub struct Finished {
     pub leaf_made: Option<Duration>,
     pub out: Vec<u8>,
     pub err: Vec<u8>,
+    /// What the command got as its fds 1 and 2.
+    pub stdio: [crate::layers::pty::Given; 2],
     /// The streams (`stdout`, `stderr`) that passed the output cap.
     pub output_capped: Vec<&'static str>,
     /// sandbox-run's own streams (`stdout`, `stderr`) whose caller stopped reading them: what

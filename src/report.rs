@@ -116,6 +116,11 @@ pub struct Sandbox {
     pub no_new_privs: bool,
     pub capabilities: Vec<String>,
     pub stdin: &'static str,
+    /// What the command got as its stdout and stderr: `inherited` (sandbox-run's own, never a
+    /// terminal), `pipe` (sandbox-run's, relayed or captured) or `pty` (a pseudo-terminal of
+    /// sandbox-run's, relayed to the caller's terminal).
+    pub stdout: &'static str,
+    pub stderr: &'static str,
     pub fds_closed: bool,
     pub uid: u32,
     pub env_removed: Vec<String>,
@@ -424,6 +429,8 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         no_new_privs: f.ready,
         capabilities: Vec::new(),
         stdin: if plan.stdin_pipe { "pipe" } else { "null" },
+        stdout: f.stdio[0].name(),
+        stderr: f.stdio[1].name(),
         fds_closed: f.ready,
         uid: plan.ids.uid,
         env_removed: plan.env_removed.clone(),

@@ -1,5 +1,6 @@
 //! The supervisor's writes to the caller's stdout and stderr, when it passes the command's
-//! output through (see [`crate::supervisor`]): they never wait for the caller. The loop that
+//! output through (captured from pipes, or relayed from the command's pty where the caller's
+//! stdout or stderr is a terminal; see [`crate::supervisor`]): they never wait for the caller. The loop that
 //! writes them also enforces the deadline and relays signals, so a caller that stops reading
 //! its pipe must not stop that loop; it only slows the command down.
 //!

@@ -1,7 +1,8 @@
 //! The supervisor: starts stage 2 with the plan, then waits for it in one `poll` over a
-//! pidfd, a signalfd and (when capturing) the command's output pipes and sandbox-run's own
-//! stdout and stderr ([`crate::sink`]: nothing in the loop waits for the caller to read). No
-//! polling loop, no SIGALRM: the deadline is the poll timeout.
+//! pidfd, a signalfd and (when capturing) the command's output pipes, or (where sandbox-run's
+//! stdout or stderr is a terminal) the master of the command's pty ([`crate::layers::pty`]),
+//! and sandbox-run's own stdout and stderr ([`crate::sink`]: nothing in the loop waits for the
+//! caller to read). No polling loop, no SIGALRM: the deadline is the poll timeout.
 //!
 //! Teardown: at the wall-clock deadline, or when sandbox-run receives SIGINT/SIGTERM/SIGHUP,
 //! SIGTERM goes to every process of the sandbox (pid 1 relays it with `kill(-1)`); after the
@@ -9,8 +10,10 @@
 //! kills everything left in the pid namespace. If sandbox-run itself is SIGKILLed, the same
 //! chain starts at stage 2's parent-death signal.
 
+use crate::launcher::Out;
 use crate::layers::cgroup::Leaf;
 use crate::layers::channel::{self, Record};
+use crate::layers::pty::{Given, Pty, Terminal};
 use crate::layers::{Step, StepError};
 use crate::outcome::{Finished, Lost};
 use crate::plan::Plan;
@@ -217,7 +220,14 @@ pub fn run(
         eprintln!("sandbox-run: network: host mode: the command shares the host's network, with no allow-list (loopback services, the LAN and cloud metadata are reachable)");
     }
 
-    let relayed = relayed_set();
+    let piped = o.capture || o.stdout_to_stderr;
+    // Where sandbox-run's stdout or stderr is a terminal, the command gets a pty of ours.
+    let mut term = Terminal::choose(piped);
+    let mut relayed = relayed_set();
+    if term.any() {
+        // The caller's window changed size: copied onto the pty (see `layers::pty`).
+        relayed.add(Signal::SIGWINCH);
+    }
     relayed.thread_block().map_err(sys("sigprocmask"))?;
     let sfd = SignalFd::with_flags(&relayed, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys("signalfd"))?;
@@ -228,7 +238,6 @@ pub fn run(
     // sandbox's last processes are still dying.
     // SAFETY: prctl with integer arguments, affecting only this process.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let piped = o.capture || o.stdout_to_stderr;
     let spawn_micros = channel::now_micros();
     let spawned = Instant::now();
     // Stage 2 compiles seccomp and creates its namespaces while we move it into the leaf (the
@@ -240,11 +249,20 @@ pub fn run(
         .as_ref()
         .filter(|_| !plan.cgroup_self_join)
         .and_then(|l| l.open_v2().ok());
-    let mut child = crate::launcher::spawn(plan, rec_w, piped, leaf_fd.as_ref())?;
+    let outs = [0, 1].map(|i| match (term.given[i], term.slave_for(i)) {
+        (Given::Pty, Some(fd)) => Out::Give(fd),
+        (Given::Inherited, _) => Out::Inherit,
+        _ => Out::Pipe,
+    });
+    let spawned_child = crate::launcher::spawn(plan, rec_w, outs, leaf_fd.as_ref());
+    // Stage 2 holds the slaves now: ours would keep the masters from ever reading EIO.
+    term.ptys.iter_mut().flatten().for_each(|p| p.slave = None);
+    let mut child = spawned_child?;
     drop(leaf_fd);
     let stdin = child.stdin.take();
     let mut f = Finished {
         start: Some(child.start),
+        stdio: term.given,
         ..Finished::default()
     };
     // cgroup v1: stage 2 moves itself (plan.cgroup_self_join), which is much cheaper there.
@@ -303,28 +321,33 @@ pub fn run(
     let pid = child.pid;
     let pidfd = crate::sys::pidfd_open(pid)
         .map_err(|e| format!("pidfd_open: {}", std::io::Error::from_raw_os_error(e)))?;
+    // A pty's output is read like a pipe (its master reads EIO once the sandbox is gone).
+    let mut master = |i: usize| term.ptys[i].as_mut().and_then(|p| p.reader.take());
+    // Without capture, the command's output is only relayed (pty, or a pipe where no pty
+    // could be made): no cap, as when it writes to the caller's fd itself.
+    let cap = if piped { o.output_cap } else { u64::MAX };
     let mut streams = [
         Stream {
-            pipe: child.stdout.take(),
+            pipe: child.stdout.take().or_else(|| master(0)),
             name: "stdout",
             sink: usize::from(o.stdout_to_stderr),
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
             },
-            cap: o.output_cap,
+            cap,
             passed: 0,
             capped: false,
         },
         Stream {
-            pipe: child.stderr.take(),
+            pipe: child.stderr.take().or_else(|| master(1)),
             name: "stderr",
             sink: 1,
             tail: Tail {
                 buf: VecDeque::new(),
                 on: o.capture,
             },
-            cap: o.output_cap,
+            cap,
             passed: 0,
             capped: false,
         },
@@ -339,9 +362,10 @@ pub fn run(
         }
     }
     // sandbox-run's own stdout and stderr, as far as the streams go there.
+    let goes_to = |k: usize| streams.iter().any(|s| s.pipe.is_some() && s.sink == k);
     let mut sinks: [Option<Sink>; 2] = [
-        (piped && !o.stdout_to_stderr).then(|| Sink::open(1)),
-        piped.then(|| Sink::open(2)),
+        goes_to(0).then(|| Sink::open(1)),
+        goes_to(1).then(|| Sink::open(2)),
     ];
 
     // The sandbox's own network: watch the channel until pid 1 has passed its sockets; a kept
@@ -507,6 +531,10 @@ pub fn run(
         }
         if ready[1] {
             while let Ok(Some(info)) = sfd.read_signal() {
+                if info.ssi_signo == libc::SIGWINCH as u32 {
+                    term.ptys.iter().flatten().for_each(Pty::copy_size);
+                    continue;
+                }
                 if f.interrupted.is_none() && !f.timed_out {
                     f.interrupted = Some(info.ssi_signo as i32);
                 }
@@ -556,7 +584,12 @@ pub fn run(
     // deadline (the end of the grace period after a teardown); never longer than the kill
     // grace without the caller taking a byte, nor past a signal.
     let until = if f.killed { Instant::now() } else { deadline };
-    drain(&mut streams, &mut sinks, &sfd, until, o.kill_grace);
+    drain(&mut streams, &mut sinks, &sfd, until, o.kill_grace, &term);
+    if term.any() {
+        let mut winch = SigSet::empty();
+        winch.add(Signal::SIGWINCH);
+        let _ = winch.thread_unblock();
+    }
     for k in sinks.iter_mut().flatten() {
         if k.dropped > 0 {
             f.output_dropped.push(k.name());
@@ -645,6 +678,7 @@ fn drain(
     sfd: &SignalFd,
     until: Instant,
     stall: Duration,
+    term: &Terminal,
 ) {
     let mut moved_at = Instant::now();
     loop {
@@ -679,11 +713,19 @@ fn drain(
             Err(_) => 0,
             Ok(n) => n,
         };
-        let signalled = fds[0].any().unwrap_or(false);
+        let mut signalled = false;
+        if fds[0].any().unwrap_or(false) {
+            while let Ok(Some(info)) = sfd.read_signal() {
+                if info.ssi_signo == libc::SIGWINCH as u32 {
+                    term.ptys.iter().flatten().for_each(Pty::copy_size);
+                } else {
+                    signalled = true;
+                }
+            }
+        }
         drop(fds);
         if n == 0 || signalled {
             // Time is up, or sandbox-run was told to stop: do not wait for the caller.
-            while let Ok(Some(_)) = sfd.read_signal() {}
             sinks.iter_mut().flatten().for_each(Sink::give_up);
             for s in streams.iter_mut() {
                 // The writers are gone (the sandbox ended): the pipes end; a process that

@@ -17,7 +17,8 @@
 //! the leaf (cgroup v2: `clone3` with `CLONE_INTO_CGROUP`); when stage 2 moves itself (cgroup
 //! v1 as root, [`Plan::cgroup_self_join`]) the byte comes once the supervisor has made and
 //! limited the leaf, with the leaf's `tasks` files ([`joined_with`]); then `--stdin`'s data),
-//! 1 and 2 the command's output (pipes when the supervisor captures), 3 the record channel.
+//! 1 and 2 the command's output (pipes when the supervisor captures, a pseudo-terminal of the
+//! supervisor's where the caller's is a terminal: [`crate::layers::pty`]), 3 the record channel.
 //! Stage 2 prepares what it can before the byte (seccomp, namespaces), and waits for it before
 //! it unshares its cgroup namespace or forks.
 //!
@@ -31,7 +32,7 @@ pub mod stage2;
 
 use crate::layers::channel;
 use crate::plan::Plan;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
@@ -109,24 +110,35 @@ impl Stage2 {
     }
 }
 
-/// Start stage 2 for `plan`, with the record channel's write end `rec_w` as its fd 3 and, when
-/// `piped`, its stdout and stderr on pipes. A fork when this process has no other thread, else
+/// What stage 2 (and so the command) gets as its fd 1 or 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    /// sandbox-run's own fd, as the caller gave it.
+    Inherit,
+    /// A new pipe; its read end is [`Stage2::stdout`] or [`Stage2::stderr`].
+    Pipe,
+    /// This fd of the supervisor's (a pseudo-terminal's slave, see [`crate::layers::pty`]).
+    Give(RawFd),
+}
+
+/// Start stage 2 for `plan`, with the record channel's write end `rec_w` as its fd 3 and its
+/// stdout and stderr as `outs` says. A fork when this process has no other thread, else
 /// a re-exec (see the module's doc); the fork is born in the cgroup v2 directory `cgroup` when
 /// one is given and the kernel can (Linux 5.7+), and then [`Stage2::start`] says so: the
 /// caller moves it into the leaf otherwise. Sends the plan when it is a re-exec.
 pub fn spawn(
     plan: &Plan,
     rec_w: OwnedFd,
-    piped: bool,
+    outs: [Out; 2],
     cgroup: Option<&OwnedFd>,
 ) -> Result<Stage2, String> {
     // A process whose heap may hold a secret's value (its proxy injected them for an
     // earlier command) must not be forked into a sandbox.
     let fork_ok = !crate::net::vault::is_spilled();
     let mut s = if crate::sys::single_threaded() && !exec_forced() && fork_ok {
-        fork(plan, &rec_w, piped, cgroup)?
+        fork(plan, &rec_w, outs, cgroup)?
     } else {
-        reexec(&rec_w, piped)?
+        reexec(&rec_w, outs)?
     };
     drop(rec_w);
     if s.start == Start::Exec {
@@ -156,17 +168,25 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
 fn fork(
     plan: &Plan,
     rec_w: &OwnedFd,
-    piped: bool,
+    outs: [Out; 2],
     cgroup: Option<&OwnedFd>,
 ) -> Result<Stage2, String> {
     let (in_r, in_w) = pipe()?;
-    let (out, err) = if piped {
-        (Some(pipe()?), Some(pipe()?))
-    } else {
-        (None, None)
+    let piped = |o: Out| -> Result<_, String> {
+        Ok(match o {
+            Out::Pipe => Some(pipe()?),
+            _ => None,
+        })
     };
-    let out_w = out.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
-    let err_w = err.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
+    let (out, err) = (piped(outs[0])?, piped(outs[1])?);
+    // The fd the child puts in place as its 1 or 2, -1 to keep its own.
+    let source = |o: Out, p: &Option<(OwnedFd, OwnedFd)>| match (o, p) {
+        (Out::Give(fd), _) => fd,
+        (_, Some((_, w))) => w.as_raw_fd(),
+        _ => -1,
+    };
+    let out_w = source(outs[0], &out);
+    let err_w = source(outs[1], &err);
     let (rec, input) = (rec_w.as_raw_fd(), in_r.as_raw_fd());
     // Buffered output would be written twice: by us and by the child at its exit.
     let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -188,7 +208,7 @@ fn fork(
         )),
         0 => {
             // SAFETY: dup2/fcntl/sigprocmask on our own fd table and mask. Every source is >= 3
-            // (std opens /dev/null on a closed 0-2 at startup, so our pipes are above), and
+            // (std opens /dev/null on a closed 0-2 at startup, so our pipes and ptys are above), and
             // fd 3 is set last, after the sources that could have been 3 were copied.
             let ok = unsafe {
                 libc::dup2(input, 0) >= 0
@@ -226,22 +246,29 @@ fn fork(
     }
 }
 
-fn reexec(rec_w: &OwnedFd, piped: bool) -> Result<Stage2, String> {
+fn reexec(rec_w: &OwnedFd, outs: [Out; 2]) -> Result<Stage2, String> {
     let w = rec_w.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");
-    let out = || {
-        if piped {
-            Stdio::piped()
-        } else {
-            Stdio::inherit()
-        }
+    let out = |o: Out| -> Result<Stdio, String> {
+        Ok(match o {
+            Out::Inherit => Stdio::inherit(),
+            Out::Pipe => Stdio::piped(),
+            Out::Give(fd) => {
+                // SAFETY: an fd the caller holds open for the duration of this call.
+                let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                Stdio::from(
+                    fd.try_clone_to_owned()
+                        .map_err(|e| format!("starting stage 2 (dup): {e}"))?,
+                )
+            }
+        })
     };
     cmd.arg0("sandbox-run")
         .arg(STAGE2_ARG)
         .env_clear()
         .stdin(Stdio::piped())
-        .stdout(out())
-        .stderr(out());
+        .stdout(out(outs[0])?)
+        .stderr(out(outs[1])?);
     // SAFETY: runs between fork and exec of the child: setsid, dup2, fcntl, close_range and
     // sigprocmask are async-signal-safe and touch only the child's own session, fd table and
     // mask.

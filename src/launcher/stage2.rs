@@ -23,7 +23,7 @@ use super::init;
 use crate::hostfs::Tree;
 use crate::layers::channel::{self, mark, Phase, Record};
 use crate::layers::{
-    caps, fds, git, landlock, mounts, ns, overlay, rlimits, seccomp, Step, StepError,
+    caps, fds, git, landlock, mounts, ns, overlay, pty, rlimits, seccomp, Step, StepError,
 };
 use crate::plan::Plan;
 use std::ffi::CString;
@@ -458,6 +458,7 @@ pub fn workload(plan: &Plan, exec: &Exec, filters: Option<&seccomp::Filters>) ->
 
 fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepError> {
     nix::unistd::setsid().map_err(|e| StepError::new(Step::Setsid, e as i32))?;
+    pty::take_controlling()?;
     rlimits::apply(plan.rlimits)?;
     caps::drop_all()?;
     // SAFETY: prctl with integer arguments.

@@ -1,7 +1,8 @@
 //! File descriptors and signals the workload inherits. Child side, just before seccomp.
 //!
-//! stdin is `/dev/null` (the caller's stdin never reaches the workload); stdout and stderr pass
-//! through; every other fd is marked close-on-exec, so nothing the caller had open (sockets,
+//! stdin is `/dev/null` (the caller's stdin never reaches the workload); stdout and stderr are
+//! what the supervisor gave stage 2 (the caller's own, a pipe, or a pty of sandbox-run's where
+//! the caller's is a terminal: [`crate::layers::pty`]); every other fd is marked close-on-exec, so nothing the caller had open (sockets,
 //! secrets, pipes) crosses exec. Signal dispositions and the mask survive exec, and Rust
 //! ignores SIGPIPE: all are reset to the defaults.
 

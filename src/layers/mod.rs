@@ -16,6 +16,7 @@ pub mod landlock;
 pub mod mounts;
 pub mod ns;
 pub mod overlay;
+pub mod pty;
 pub mod rlimits;
 pub mod seccomp;
 
@@ -68,6 +69,7 @@ pub enum Step {
     NetNs,
     LoopbackPort,
     NameService,
+    Terminal,
 }
 
 impl Step {
@@ -115,6 +117,7 @@ impl Step {
         Step::NetNs,
         Step::LoopbackPort,
         Step::NameService,
+        Step::Terminal,
     ];
 
     pub fn name(self) -> &'static str {
@@ -162,6 +165,7 @@ impl Step {
             Step::NetNs => "namespaces: network namespace",
             Step::LoopbackPort => "network: a loopback port of the allow-list",
             Step::NameService => "network: the name service (127.0.0.1:53, /etc/resolv.conf)",
+            Step::Terminal => "fds: the pseudo-terminal as controlling terminal",
         }
     }
 
