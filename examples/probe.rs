@@ -1441,6 +1441,24 @@ fn write_bytes(args: &[String]) -> Outcome {
     ok_with(format!("bytes={n}"))
 }
 
+/// `out-hex HEX`: the bytes HEX spells, to fd 1 in one write (a terminal's control sequences
+/// included).
+fn out_hex(args: &[String]) -> Outcome {
+    let hex = args
+        .first()
+        .ok_or_else(|| Fail::Error("out-hex: HEX".into()))?;
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect();
+    let bytes = bytes.ok_or_else(|| Fail::Error(format!("out-hex: not hex: {hex}")))?;
+    write_all(1, &bytes)?;
+    ok_with(format!("bytes={}", bytes.len()))
+}
+
 /// `write-lines FD N`: lines `000000000000000\n`, `000000000000001\n`, ... (16 bytes each) to
 /// fd 1 or 2, 256 lines per write: a reader can tell a lost, repeated or reordered byte.
 fn write_lines(args: &[String]) -> Outcome {
@@ -2030,6 +2048,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),
+        "out-hex" => out_hex(args),
         "write-lines" => write_lines(args),
         "alloc-child" => alloc_child(args),
         "fill-tmp" => fill_tmp(args),

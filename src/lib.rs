@@ -38,7 +38,8 @@
 //! - `policy`: the command's policy gate; uses `visible` only (to quote words in reasons).
 //! - At the bottom, using nothing of the crate: `sys`, `units` (sizes, durations, the
 //!   timestamp format), `canon`, `hostfs`, `sink`, `gene`, `exit` (exit codes), `refname`
-//!   (git's ref-name rules), `visible` (text the sandbox chose, escaped to be shown: the one
+//!   (git's ref-name rules), `termout` (what of the command's output may reach the caller's
+//!   terminal), `visible` (text the sandbox chose, escaped to be shown: the one
 //!   escaping of every name or reason printed), `dbus` (a D-Bus client, for the systemd user
 //!   manager that `layers::cgroup` asks for a scope), `apparmor` (what Ubuntu's AppArmor
 //!   restriction on user namespaces says about this binary).
@@ -72,6 +73,7 @@ pub mod state;
 pub mod strict_modes;
 pub mod supervisor;
 pub mod sys;
+pub mod termout;
 pub mod toolchain;
 pub mod trust;
 pub mod units;

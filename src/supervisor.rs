@@ -19,6 +19,7 @@ use crate::outcome::{Finished, Lost};
 use crate::plan::Plan;
 use crate::profile::NetMode;
 use crate::sink::Sink;
+use crate::termout::TermOut;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -114,6 +115,9 @@ struct Stream {
     cap: u64,
     passed: u64,
     capped: bool,
+    /// Where the stream is a pty's master relayed to the caller's terminal: what may reach a
+    /// terminal ([`TermOut`]).
+    term: Option<TermOut>,
 }
 
 impl Stream {
@@ -142,7 +146,18 @@ impl Stream {
                 false
             }
             Ok(n) => {
-                let data = &buf[..n];
+                let raw = &buf[..n];
+                let filtered;
+                let data = match &mut self.term {
+                    Some(t) => {
+                        let mut v = Vec::with_capacity(n);
+                        t.feed(raw, &mut v);
+                        filtered = v;
+                        &filtered[..]
+                    }
+                    None => raw,
+                };
+                let n = data.len();
                 let room = usize::try_from(self.cap.saturating_sub(self.passed)).unwrap_or(n);
                 let pass = &data[..n.min(room)];
                 if !pass.is_empty() {
@@ -161,7 +176,7 @@ impl Stream {
                         ));
                     }
                 }
-                self.tail.push(data);
+                self.tail.push(raw);
                 true
             }
             Err(nix::errno::Errno::EINTR) => true,
@@ -326,9 +341,20 @@ pub fn run(
     // Without capture, the command's output is only relayed (pty, or a pipe where no pty
     // could be made): no cap, as when it writes to the caller's fd itself.
     let cap = if piped { o.output_cap } else { u64::MAX };
+    // A pty's master is what reaches the caller's terminal: filtered (`TermOut`).
+    let mut relay = |pipe: Option<OwnedFd>, i: usize| match pipe {
+        Some(p) => (Some(p), None),
+        None => {
+            let m = master(i);
+            let t = m.as_ref().map(|_| TermOut::new());
+            (m, t)
+        }
+    };
+    let (out_pipe, out_term) = relay(child.stdout.take(), 0);
+    let (err_pipe, err_term) = relay(child.stderr.take(), 1);
     let mut streams = [
         Stream {
-            pipe: child.stdout.take().or_else(|| master(0)),
+            pipe: out_pipe,
             name: "stdout",
             sink: usize::from(o.stdout_to_stderr),
             tail: Tail {
@@ -338,9 +364,10 @@ pub fn run(
             cap,
             passed: 0,
             capped: false,
+            term: out_term,
         },
         Stream {
-            pipe: child.stderr.take().or_else(|| master(1)),
+            pipe: err_pipe,
             name: "stderr",
             sink: 1,
             tail: Tail {
@@ -350,6 +377,7 @@ pub fn run(
             cap,
             passed: 0,
             capped: false,
+            term: err_term,
         },
     ];
     // Our read ends: read as far as there is data, never waiting (see `Stream::pump`).
@@ -595,6 +623,21 @@ pub fn run(
             f.output_dropped.push(k.name());
         }
     }
+    // The caller's terminal as the command found it (attributes, cursor), and what of the
+    // command's output never reached it.
+    let mut terms = Vec::new();
+    for s in streams.iter_mut() {
+        if let (Some(t), Some(sink)) = (&mut s.term, &mut sinks[s.sink]) {
+            sink.say(t.finish());
+            if t.dropped() > 0 {
+                terms.push(format!(
+                    "sandbox-run: terminal: {} control sequences in the command's {} were not passed to your terminal (only text, colours, cursor moves and line erases pass)\n",
+                    t.dropped(),
+                    s.name
+                ));
+            }
+        }
+    }
     let lines: Vec<String> = sinks
         .iter()
         .flatten()
@@ -606,6 +649,7 @@ pub fn run(
                 k.dropped
             )
         })
+        .chain(terms)
         .collect();
     if let Some(err) = &mut sinks[1] {
         for l in &lines {
@@ -614,6 +658,11 @@ pub fn run(
         err.flush();
         // What is left cannot go now: point fd 2 at /dev/null rather than block on it.
         err.give_up();
+    } else {
+        // No stream went to sandbox-run's stderr (it and stdout share the command's pty).
+        lines
+            .iter()
+            .for_each(|l| crate::sink::line(l.trim_end_matches('\n')));
     }
     if own_net || kept {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {

@@ -627,3 +627,64 @@ fn two_terminals_get_two_ptys() {
         assert_eq!(term.pending_input(), "typed-ahead\n", "{name}");
     }
 }
+
+/// What a terminal does with bytes besides showing them: a query (`ESC [ 6 n`) makes it type
+/// an answer into the caller's input, `ESC ] 52` sets the clipboard the user pastes from next,
+/// others set the title or the paste mode for after the run. Only text, colours, cursor moves
+/// and line erases reach the caller's terminal from the sandbox, the cursor is shown again at
+/// the end, and one line says how many sequences were held back. The control writes the same
+/// bytes bare: all of them reach the terminal.
+#[test]
+fn only_text_colours_and_cursor_moves_reach_the_callers_terminal() {
+    let payload: &[u8] = b"<\x1b[31mred\x1b[0m|\x1b[6n|\x1b]52;c;cm0gLXJmIH4K\x07|\x1b]0;title\x1b\\|\x1b[?2004l|\xc2\x9b6n|\x1b[?25l>";
+    let hex: String = payload.iter().map(|b| format!("{b:02x}")).collect();
+    let has = |seen: &[u8], what: &[u8]| seen.windows(what.len()).any(|w| w == what);
+
+    let mut bare = Caller::new();
+    let mut cmd = Command::new(probe());
+    cmd.args(["out-hex", &hex]);
+    let mut child = bare.start(&mut cmd);
+    wait_bounded(&mut child, slack(10.0));
+    bare.read_for(Duration::from_millis(300));
+    assert!(has(&bare.seen, payload), "control: {:?}", bare.shown());
+
+    let base = fixture("sequences");
+    let mut term = Caller::new();
+    let mut child = term.start(&mut sandbox(&base, "30s", &["out-hex", &hex]));
+    let st = wait_bounded(&mut child, slack(30.0));
+    assert!(
+        term.read_until("control sequences", slack(5.0)),
+        "{st:?}: {:?}",
+        term.shown()
+    );
+    let seen = term.seen.clone();
+    assert!(
+        has(&seen, b"<\x1b[31mred\x1b[0m|||||6n|\x1b[?25l>"),
+        "text and colours pass, the rest is held back: {:?}",
+        term.shown()
+    );
+    for bad in [
+        &b"\x1b[6n"[..],
+        b"\x1b]",
+        b"\x1b[?2004",
+        b"\xc2\x9b",
+        b"cm0gLXJmIH4K",
+        b"title",
+    ] {
+        assert!(!has(&seen, bad), "{bad:?} reached: {:?}", term.shown());
+    }
+    let end = seen.windows(2).rposition(|w| w == b"25").unwrap();
+    assert!(
+        has(&seen, b"\x1b[?25h") && seen[end + 2] == b'h',
+        "the cursor is shown again: {:?}",
+        term.shown()
+    );
+    assert!(
+        term.shown().contains(
+            "sandbox-run: terminal: 5 control sequences in the command's stdout were not passed"
+        ),
+        "{:?}",
+        term.shown()
+    );
+    assert!(st.success(), "{st:?}");
+}
