@@ -28,6 +28,7 @@
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
 
+mod answer;
 mod decide;
 mod forward;
 mod intercept;
@@ -488,6 +489,12 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
     }
     let mut forward = req.forward.clone();
     if let Some(head) = forward.as_mut() {
+        if cfg.secrets.injects(host, port) {
+            // a host that receives a secret answers in a form the scan reads (`answer`)
+            if let Some(asked) = crate::net::tls::http1::ask_identity(head) {
+                *head = asked;
+            }
+        }
         match secrets::plain_secrets(shared, host, port, head) {
             Ok(()) => {}
             Err(body) => {

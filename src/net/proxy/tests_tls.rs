@@ -700,7 +700,7 @@ fn plain_http_carries_one_request_with_a_clean_body() {
     let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
     assert_eq!(
         got,
-        format!("GET /one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n")
+        format!("GET /one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\nAccept-Encoding: identity\r\n\r\n")
     );
 
     // control: a clean body passes whole
@@ -760,7 +760,7 @@ fn intercepted_connections_are_injected() {
     let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
     assert_eq!(
         got,
-        format!("GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {VAL_C}\r\n\r\n")
+        format!("GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {VAL_C}\r\nAccept-Encoding: identity\r\n\r\n")
     );
     let (uses, mis) = f.log();
     assert_eq!((uses[1].injections, uses[2].injections), (1, 1));

@@ -1,0 +1,430 @@
+//! The answers of a host a secret is listed for, on their way back to the sandbox: every path
+//! such an answer takes (terminated TLS, a listed loopback port, plain HTTP through the proxy)
+//! passes it through one [`Answers`], which undoes the HTTP/1.1 framing before it looks, so a
+//! value the server echoes becomes its placeholder however the answer is cut up.
+//!
+//! What passes, by name; anything else cuts the connection with one line:
+//! - a status line and headers (their bytes are scanned too: an echo in a header);
+//! - a body framed by `Content-Length`, by `Transfer-Encoding: chunked` alone (chunk-size
+//!   lines and extensions are framing; chunk data and trailers are scanned as one stream, so
+//!   a chunk boundary inside a value hides nothing), or by the end of the connection; none
+//!   after a `HEAD` request, a 1xx, 204 or 304;
+//! - `Content-Encoding` absent or `identity` (the proxy asks for identity: a compressed body
+//!   would hide the value from the scan);
+//! - after a `101 Switching Protocols` without extensions, the raw stream, scanned as bytes.
+//!
+//! The scan replaces a value by its placeholder, of the same length: the framing that goes to
+//! the client is the server's own, byte for byte. Framing bytes wait in a queue, at the place
+//! in the scanned stream where they came, while the scan holds back the start of a possible
+//! value ([`Unreflect`]).
+
+use super::reflect::Unreflect;
+use crate::net::secret::Secrets;
+use crate::net::tls::http1::{Chunked, MAX_HEAD, MAX_HEADERS};
+use std::collections::VecDeque;
+
+/// Why an answer cannot go on.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// The answer is in a form the scan does not read (the reason, for the stderr line).
+    Unscanned(String),
+    /// A value of secret `i` began in bytes that already went (see [`Unreflect`]).
+    Value(usize),
+}
+
+/// Where the answer stream stands.
+enum State {
+    /// In a status line and headers: the bytes so far.
+    Head(Vec<u8>),
+    Length(u64),
+    Chunked(Chunked),
+    /// A body that ends with the connection.
+    Close,
+    /// After `101 Switching Protocols`.
+    Raw,
+}
+
+/// The answers of one connection.
+pub(super) struct Answers {
+    state: State,
+    /// One entry per request sent whose final answer has not begun: whether it was `HEAD`
+    /// (an answer without a body, whatever its headers say).
+    asked: VecDeque<bool>,
+    unreflect: Unreflect,
+    /// Framing bytes, each run after how many scanned bytes it goes.
+    frames: VecDeque<(u64, Vec<u8>)>,
+    /// Scanned bytes fed to `unreflect`, and given back by it.
+    fed: u64,
+    given: u64,
+}
+
+impl Default for Answers {
+    fn default() -> Answers {
+        Answers {
+            state: State::Head(Vec::new()),
+            asked: VecDeque::new(),
+            unreflect: Unreflect::default(),
+            frames: VecDeque::new(),
+            fed: 0,
+            given: 0,
+        }
+    }
+}
+
+impl Answers {
+    /// A request went to the server: its answer is the next one (in order, HTTP/1.1).
+    pub(super) fn asked(&mut self, method: &str) {
+        self.asked.push_back(method.eq_ignore_ascii_case("HEAD"));
+    }
+
+    /// Bytes the client may have now, of the server's `data` read after what came before.
+    pub(super) fn feed(&mut self, secrets: &Secrets, data: &[u8]) -> Result<Vec<u8>, Cut> {
+        let mut scanned = Vec::with_capacity(data.len());
+        let mut i = 0;
+        while i < data.len() {
+            i += self.step(&data[i..], &mut scanned)?;
+        }
+        let out = self.unreflect.feed(secrets, &scanned).map_err(Cut::Value)?;
+        self.fed += scanned.len() as u64;
+        Ok(self.assemble(&out))
+    }
+
+    /// The server's end: whatever was held goes (it was no value), framing included.
+    pub(super) fn finish(&mut self) -> Vec<u8> {
+        let rest = self.unreflect.flush();
+        let mut out = self.assemble(&rest);
+        for (_, f) in self.frames.drain(..) {
+            out.extend_from_slice(&f);
+        }
+        out
+    }
+
+    /// Whether bytes wait for more of the answer.
+    pub(super) fn holds(&self) -> bool {
+        self.unreflect.holds() || !self.frames.is_empty()
+    }
+
+    /// Frame the start of `data`: how many bytes were taken; the scanned ones are appended
+    /// to `scanned`, the framing queued.
+    fn step(&mut self, data: &[u8], scanned: &mut Vec<u8>) -> Result<usize, Cut> {
+        match &mut self.state {
+            State::Head(h) => {
+                let before = h.len();
+                let take = data.len().min(MAX_HEAD + 1 - before);
+                h.extend_from_slice(&data[..take]);
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut resp = httparse::Response::new(&mut headers);
+                let (used, complete) = match resp.parse(h) {
+                    Ok(httparse::Status::Complete(n)) => (n - before, true),
+                    Ok(httparse::Status::Partial) if h.len() <= MAX_HEAD => (take, false),
+                    Ok(httparse::Status::Partial) => {
+                        return Err(Cut::Unscanned(format!(
+                            "its answer's head is larger than {MAX_HEAD} bytes"
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(Cut::Unscanned(format!("its answer is not HTTP/1.1 ({e})")))
+                    }
+                };
+                scanned.extend_from_slice(&data[..used]);
+                if complete {
+                    // the body, as the head says
+                    let next = body_of(&resp, &mut self.asked)?;
+                    self.state = next;
+                }
+                Ok(used)
+            }
+            State::Length(left) => {
+                let n = usize::try_from(*left).unwrap_or(usize::MAX).min(data.len());
+                scanned.extend_from_slice(&data[..n]);
+                *left -= n as u64;
+                if *left == 0 {
+                    self.state = State::Head(Vec::new());
+                }
+                Ok(n)
+            }
+            State::Chunked(c) => {
+                let base = data.as_ptr() as usize;
+                let mut spans = Vec::new();
+                let n = c
+                    .advance(data, &mut |d| {
+                        spans.push((d.as_ptr() as usize - base, d.len()));
+                    })
+                    .map_err(|e| {
+                        Cut::Unscanned(format!("its chunked answer is malformed ({e})"))
+                    })?;
+                let done = c.is_done();
+                let mut at = 0;
+                for (start, len) in spans {
+                    if start > at {
+                        self.frame(scanned.len(), &data[at..start]);
+                    }
+                    scanned.extend_from_slice(&data[start..start + len]);
+                    at = start + len;
+                }
+                if n > at {
+                    self.frame(scanned.len(), &data[at..n]);
+                }
+                if done {
+                    self.state = State::Head(Vec::new());
+                }
+                Ok(n)
+            }
+            State::Close | State::Raw => {
+                scanned.extend_from_slice(data);
+                Ok(data.len())
+            }
+        }
+    }
+
+    /// Framing bytes after `at` scanned bytes of this read.
+    fn frame(&mut self, at: usize, bytes: &[u8]) {
+        let pos = self.fed + at as u64;
+        match self.frames.back_mut() {
+            Some((p, f)) if *p == pos => f.extend_from_slice(bytes),
+            _ => self.frames.push_back((pos, bytes.to_vec())),
+        }
+    }
+
+    /// The bytes for the client: `out` (scanned bytes the scan gave back), with the framing
+    /// put back where it came.
+    fn assemble(&mut self, out: &[u8]) -> Vec<u8> {
+        if self.frames.is_empty() {
+            self.given += out.len() as u64;
+            return out.to_vec();
+        }
+        let mut v = Vec::with_capacity(out.len() + 64);
+        let mut i = 0;
+        loop {
+            while let Some((p, _)) = self.frames.front() {
+                if *p > self.given {
+                    break;
+                }
+                if let Some((_, f)) = self.frames.pop_front() {
+                    v.extend_from_slice(&f);
+                }
+            }
+            if i == out.len() {
+                return v;
+            }
+            let next = self.frames.front().map_or(u64::MAX, |(p, _)| *p);
+            let room = usize::try_from(next - self.given).unwrap_or(usize::MAX);
+            let n = (out.len() - i).min(room);
+            v.extend_from_slice(&out[i..i + n]);
+            i += n;
+            self.given += n as u64;
+        }
+    }
+}
+
+/// What follows a complete answer head (RFC 9112 section 6.3), or why it cannot be scanned.
+fn body_of(resp: &httparse::Response, asked: &mut VecDeque<bool>) -> Result<State, Cut> {
+    let code = resp.code.unwrap_or(0);
+    let mut length: Option<u64> = None;
+    let mut codings: Vec<String> = Vec::new();
+    let mut extensions = false;
+    for h in resp.headers.iter() {
+        let value = String::from_utf8_lossy(h.value);
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-encoding") {
+            for c in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                if !c.eq_ignore_ascii_case("identity") {
+                    return Err(Cut::Unscanned(format!(
+                        "its answer is {c}-encoded (Content-Encoding), which hides a secret's \
+                         value from the scan (only identity passes)"
+                    )));
+                }
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            codings.extend(
+                value
+                    .split(',')
+                    .map(|c| c.trim().to_ascii_lowercase())
+                    .filter(|c| !c.is_empty()),
+            );
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let v = value.trim();
+            let n = (!v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| v.parse::<u64>().ok())
+                .flatten();
+            match n {
+                Some(n) if length.is_none_or(|l| l == n) => length = Some(n),
+                _ => {
+                    return Err(Cut::Unscanned(format!(
+                        "its answer's Content-Length {v:?} is not one length"
+                    )))
+                }
+            }
+        } else if name.eq_ignore_ascii_case("sec-websocket-extensions") {
+            extensions = true;
+        }
+    }
+    let chunked = match codings.as_slice() {
+        [] => false,
+        [c] if c == "chunked" => true,
+        _ => {
+            return Err(Cut::Unscanned(format!(
+                "its answer's Transfer-Encoding is {:?} (only chunked passes)",
+                codings.join(", ")
+            )))
+        }
+    };
+    if chunked && length.is_some() {
+        return Err(Cut::Unscanned(
+            "its answer has both Content-Length and chunked".into(),
+        ));
+    }
+    if code == 101 {
+        if extensions {
+            return Err(Cut::Unscanned(
+                "its WebSocket answer names an extension (only none passes)".into(),
+            ));
+        }
+        return Ok(State::Raw);
+    }
+    if (100..200).contains(&code) {
+        // an interim answer: the final one follows, for the same request
+        return Ok(State::Head(Vec::new()));
+    }
+    let head_request = asked.pop_front().unwrap_or(false);
+    if head_request || code == 204 || code == 304 {
+        return Ok(State::Head(Vec::new()));
+    }
+    Ok(match (chunked, length) {
+        (true, _) => State::Chunked(Chunked::default()),
+        (false, Some(0)) => State::Head(Vec::new()),
+        (false, Some(n)) => State::Length(n),
+        (false, None) => State::Close,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::secret::Secret;
+
+    const VALUE: &str = "sk-ant-realvalue-0123456789";
+    const PH: &str = "sk-ant-PLACEHOLDERxxxxxxxxx";
+
+    fn secrets() -> Secrets {
+        Secrets {
+            list: vec![Secret::new(
+                "K".into(),
+                vec!["a.com".into()],
+                PH.into(),
+                VALUE.as_bytes(),
+            )
+            .unwrap()],
+        }
+    }
+
+    /// The client's bytes for `answer` read in `parts` (split at `cuts`), or the cut.
+    fn through(methods: &[&str], answer: &[u8], cuts: &[usize]) -> Result<Vec<u8>, Cut> {
+        let s = secrets();
+        let mut a = Answers::default();
+        for m in methods {
+            a.asked(m);
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &c in cuts.iter().chain([answer.len()].iter()) {
+            out.extend(a.feed(&s, &answer[at..c])?);
+            at = c;
+        }
+        out.extend(a.finish());
+        Ok(out)
+    }
+
+    /// A chunked answer whose chunk boundary falls inside the value, at every place.
+    #[test]
+    fn a_value_split_by_chunk_framing_is_replaced() {
+        for split in 1..VALUE.len() {
+            let (x, y) = VALUE.split_at(split);
+            let body = format!(
+                "{:x};ext=1\r\nkey {x}\r\n{:x}\r\n{y} bad\r\n0\r\nT: {VALUE}\r\n\r\n",
+                x.len() + 4,
+                y.len() + 4
+            );
+            let answer = format!(
+                "HTTP/1.1 401 No\r\nTransfer-Encoding: chunked\r\nX-Echo: {VALUE}\r\n\r\n{body}"
+            );
+            let want = answer
+                .replace(VALUE, PH)
+                .replace(x, &PH[..split])
+                .replace(y, &PH[split..]);
+            // read whole, and cut at every byte
+            let got = through(&["GET"], answer.as_bytes(), &[]).unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), want, "split {split}");
+            for cut in [10, answer.len() / 2, answer.len() - 3] {
+                match through(&["GET"], answer.as_bytes(), &[cut]) {
+                    Ok(got) => assert_eq!(String::from_utf8(got).unwrap(), want),
+                    Err(Cut::Value(0)) => {} // 1-3 bytes of it went alone: cut, never whole
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn answers_follow_each_other_and_keep_their_framing() {
+        let a = format!(
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n\
+             HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n\
+             HTTP/1.1 204 No\r\n\r\n\
+             HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}\r\n{:x}\r\n{}\r\n0\r\n\r\n\
+             HTTP/1.1 200 OK\r\n\r\nuntil the end {VALUE}",
+            &VALUE[..3],
+            VALUE.len() - 3,
+            &VALUE[3..]
+        );
+        let want = a
+            .replace(VALUE, PH)
+            .replace(
+                &format!("\r\n{}\r\n", &VALUE[3..]),
+                &format!("\r\n{}\r\n", &PH[3..]),
+            )
+            .replace(
+                &format!("\r\n{}\r\n", &VALUE[..3]),
+                &format!("\r\n{}\r\n", &PH[..3]),
+            );
+        let got = through(&["POST", "HEAD", "GET", "GET", "GET"], a.as_bytes(), &[]).unwrap();
+        assert_eq!(String::from_utf8(got).unwrap(), want);
+        // byte by byte: the same bytes, or a cut (never the value)
+        let cuts: Vec<usize> = (1..a.len()).collect();
+        if let Ok(got) = through(&["POST", "HEAD", "GET", "GET", "GET"], a.as_bytes(), &cuts) {
+            assert!(!String::from_utf8(got).unwrap().contains(VALUE));
+        }
+        // a HEAD answer has no body, whatever its length says
+        let h = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nsk-a\r\n";
+        let got = through(&["HEAD", "GET"], h, &[]).unwrap();
+        assert_eq!(got, h);
+    }
+
+    #[test]
+    fn only_identity_and_chunked_pass() {
+        for head in [
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Encoding: identity, br\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-encoding: ZSTD\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Encoding: x-custom\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: deflate\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+            "HTTP/1.1 101 Up\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+            "SSH-2.0-OpenSSH\r\n\r\n",
+        ] {
+            let r = through(&["GET"], head.as_bytes(), &[]);
+            assert!(matches!(r, Err(Cut::Unscanned(_))), "{head:?}: {r:?}");
+        }
+        let fine = "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nok";
+        assert_eq!(
+            through(&["GET"], fine.as_bytes(), &[]).unwrap(),
+            fine.as_bytes()
+        );
+        let mut big = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        big.resize(MAX_HEAD + 10, b'a');
+        assert!(through(&["GET"], &big, &[]).is_err());
+    }
+}
