@@ -15,7 +15,8 @@
 //!    link-local, multicast, ...: [`super::allow::special`]) and not itself on the list as a
 //!    literal, the request is refused (DNS rebinding to the host's own services);
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
-//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all;
+//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all, and
+//!    carry no extension that routes elsewhere (Encrypted Client Hello: [`sni::passes`]);
 //! 5. in plain HTTP, the `Host` header must name the URL's host and port ([`super::host`]): no
 //!    domain fronting through a shared front end on the list.
 //!
@@ -643,6 +644,18 @@ fn check_tunnel(
                         ),
                     }),
                 }
+            }
+            Hello::Unlisted(kind) => {
+                return Err(Denial {
+                    reason: format!(
+                        "the TLS ClientHello carries extension {kind:#06x} ({}), with which the \
+                         connection can reach another server than the name the proxy checks",
+                        sni::refused_name(kind)
+                    ),
+                    fix: "turn Encrypted Client Hello off in the client (the proxy lets a \
+                          tunnel reach only the server its ClientHello names in the clear)"
+                        .into(),
+                })
             }
             Hello::Malformed(why) => {
                 return Err(Denial {
