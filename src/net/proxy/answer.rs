@@ -11,7 +11,9 @@
 //!   after a `HEAD` request, a 1xx, 204 or 304;
 //! - `Content-Encoding` absent or `identity` (the proxy asks for identity: a compressed body
 //!   would hide the value from the scan);
-//! - after a `101 Switching Protocols` without extensions, the raw stream, scanned as bytes.
+//! - after a `101 Switching Protocols` to `websocket` without extensions, WebSocket frames
+//!   (RFC 6455) unmasked and without reserved bits: frame headers are framing, payloads are
+//!   scanned as one stream, so a value split across frames is found too.
 //!
 //! The scan replaces a value by its placeholder, of the same length: the framing that goes to
 //! the client is the server's own, byte for byte. Framing bytes wait in a queue, at the place
@@ -40,8 +42,15 @@ enum State {
     Chunked(Chunked),
     /// A body that ends with the connection.
     Close,
-    /// After `101 Switching Protocols`.
-    Raw,
+    /// After `101 Switching Protocols` to WebSocket.
+    WebSocket(Frame),
+}
+
+/// Where a WebSocket stream stands: in a frame header (its bytes so far), or in a payload
+/// (bytes left).
+enum Frame {
+    Header(Vec<u8>),
+    Payload(u64),
 }
 
 /// The answers of one connection.
@@ -170,9 +179,33 @@ impl Answers {
                 }
                 Ok(n)
             }
-            State::Close | State::Raw => {
+            State::Close => {
                 scanned.extend_from_slice(data);
                 Ok(data.len())
+            }
+            State::WebSocket(Frame::Payload(left)) => {
+                let n = usize::try_from(*left).unwrap_or(usize::MAX).min(data.len());
+                scanned.extend_from_slice(&data[..n]);
+                *left -= n as u64;
+                if *left == 0 {
+                    self.state = State::WebSocket(Frame::Header(Vec::new()));
+                }
+                Ok(n)
+            }
+            State::WebSocket(Frame::Header(h)) => {
+                // one byte at a time: a header is 2 to 10 bytes (no mask from a server)
+                h.push(data[0]);
+                let next = match ws_header(h)? {
+                    None => None,
+                    Some(0) => Some(Frame::Header(Vec::new())),
+                    Some(n) => Some(Frame::Payload(n)),
+                };
+                if let Some(next) = next {
+                    let f = std::mem::take(h);
+                    self.state = State::WebSocket(next);
+                    self.frame(scanned.len(), &f);
+                }
+                Ok(1)
             }
         }
     }
@@ -223,6 +256,7 @@ fn body_of(resp: &httparse::Response, asked: &mut VecDeque<bool>) -> Result<Stat
     let mut length: Option<u64> = None;
     let mut codings: Vec<String> = Vec::new();
     let mut extensions = false;
+    let mut upgrade = String::new();
     for h in resp.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
         let name = h.name;
@@ -257,6 +291,8 @@ fn body_of(resp: &httparse::Response, asked: &mut VecDeque<bool>) -> Result<Stat
             }
         } else if name.eq_ignore_ascii_case("sec-websocket-extensions") {
             extensions = true;
+        } else if name.eq_ignore_ascii_case("upgrade") {
+            upgrade = value.trim().to_string();
         }
     }
     let chunked = match codings.as_slice() {
@@ -275,12 +311,17 @@ fn body_of(resp: &httparse::Response, asked: &mut VecDeque<bool>) -> Result<Stat
         ));
     }
     if code == 101 {
+        if !upgrade.eq_ignore_ascii_case("websocket") {
+            return Err(Cut::Unscanned(format!(
+                "its answer switches to {upgrade:?}, which the scan does not read (only websocket passes)"
+            )));
+        }
         if extensions {
             return Err(Cut::Unscanned(
                 "its WebSocket answer names an extension (only none passes)".into(),
             ));
         }
-        return Ok(State::Raw);
+        return Ok(State::WebSocket(Frame::Header(Vec::new())));
     }
     if (100..200).contains(&code) {
         // an interim answer: the final one follows, for the same request
@@ -296,6 +337,34 @@ fn body_of(resp: &httparse::Response, asked: &mut VecDeque<bool>) -> Result<Stat
         (false, Some(n)) => State::Length(n),
         (false, None) => State::Close,
     })
+}
+
+/// A server's WebSocket frame header so far: `None` while incomplete, else its payload length.
+/// A masked frame (a server never masks) or one with reserved bits (an extension, such as
+/// compression) cannot be scanned.
+fn ws_header(h: &[u8]) -> Result<Option<u64>, Cut> {
+    if h.len() < 2 {
+        return Ok(None);
+    }
+    if h[0] & 0x70 != 0 {
+        return Err(Cut::Unscanned(
+            "its WebSocket frame sets reserved bits (an extension, such as compression)".into(),
+        ));
+    }
+    if h[1] & 0x80 != 0 {
+        return Err(Cut::Unscanned("its WebSocket frame is masked".into()));
+    }
+    let (need, len) = match h[1] & 0x7f {
+        126 => (4, None),
+        127 => (10, None),
+        n => (2, Some(u64::from(n))),
+    };
+    if h.len() < need {
+        return Ok(None);
+    }
+    Ok(Some(len.unwrap_or_else(|| {
+        h[2..need].iter().fold(0u64, |a, &b| a << 8 | u64::from(b))
+    })))
 }
 
 #[cfg(test)]
@@ -400,6 +469,28 @@ mod tests {
         assert_eq!(got, h);
     }
 
+    /// A value split across two WebSocket frames (one of them 126-length-coded).
+    #[test]
+    fn a_value_split_across_websocket_frames_is_replaced() {
+        let (x, y) = VALUE.split_at(9);
+        let mut a = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".to_vec();
+        a.extend([0x01, x.len() as u8]);
+        a.extend(x.as_bytes());
+        let tail = format!("{y}{}", "z".repeat(200));
+        a.extend([0x80, 126, 0, tail.len() as u8]);
+        a.extend(tail.as_bytes());
+        a.extend([0x89, 0]); // a ping, empty
+        let mut want = a.clone();
+        let at = a.windows(x.len()).position(|w| w == x.as_bytes()).unwrap();
+        want[at..at + x.len()].copy_from_slice(&PH.as_bytes()[..9]);
+        let at = a.windows(y.len()).position(|w| w == y.as_bytes()).unwrap();
+        want[at..at + y.len()].copy_from_slice(&PH.as_bytes()[9..]);
+        assert_eq!(through(&["GET"], &a, &[]).unwrap(), want);
+        assert_eq!(through(&["GET"], &a, &[70, 75]).unwrap(), want);
+        // without the frames undone, the value would not be there to find
+        assert!(!a.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()));
+    }
+
     #[test]
     fn only_identity_and_chunked_pass() {
         for head in [
@@ -412,12 +503,20 @@ mod tests {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: deflate\r\n\r\n",
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
             "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
-            "HTTP/1.1 101 Up\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+            "HTTP/1.1 101 Up\r\nUpgrade: websocket\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+            "HTTP/1.1 101 Up\r\nUpgrade: h2c\r\n\r\n",
+            "HTTP/1.1 101 Up\r\nUpgrade: websocket\r\n\r\n\x41\x02ab",
             "SSH-2.0-OpenSSH\r\n\r\n",
         ] {
             let r = through(&["GET"], head.as_bytes(), &[]);
             assert!(matches!(r, Err(Cut::Unscanned(_))), "{head:?}: {r:?}");
         }
+        // a masked frame from the server
+        let masked = b"HTTP/1.1 101 Up\r\nUpgrade: websocket\r\n\r\n\x01\x82abcdxy";
+        assert!(matches!(
+            through(&["GET"], masked, &[]),
+            Err(Cut::Unscanned(_))
+        ));
         let fine = "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nok";
         assert_eq!(
             through(&["GET"], fine.as_bytes(), &[]).unwrap(),
