@@ -16,7 +16,8 @@
 //!   scanned as one stream, so a value split across frames is found too.
 //!
 //! The scan replaces a value by its placeholder, of the same length: the framing that goes to
-//! the client is the server's own, byte for byte. Framing bytes wait in a queue, at the place
+//! the client is the server's own, byte for byte, less chunk extensions (not scanned, so they
+//! do not pass: a size line goes without its extension). Framing bytes wait in a queue, at the place
 //! in the scanned stream where they came, while the scan holds back the start of a possible
 //! value ([`Unreflect`]).
 
@@ -65,6 +66,8 @@ pub(super) struct Answers {
     /// Scanned bytes fed to `unreflect`, and given back by it.
     fed: u64,
     given: u64,
+    /// In a chunk extension, which is dropped (it is not scanned, so it does not pass).
+    in_ext: bool,
 }
 
 impl Default for Answers {
@@ -76,6 +79,7 @@ impl Default for Answers {
             frames: VecDeque::new(),
             fed: 0,
             given: 0,
+            in_ext: false,
         }
     }
 }
@@ -95,13 +99,13 @@ impl Answers {
         }
         let out = self.unreflect.feed(secrets, &scanned).map_err(Cut::Value)?;
         self.fed += scanned.len() as u64;
-        Ok(self.assemble(&out))
+        Ok(self.assemble(out))
     }
 
     /// The server's end: whatever was held goes (it was no value), framing included.
     pub(super) fn finish(&mut self) -> Vec<u8> {
         let rest = self.unreflect.flush();
-        let mut out = self.assemble(&rest);
+        let mut out = self.assemble(rest);
         for (_, f) in self.frames.drain(..) {
             out.extend_from_slice(&f);
         }
@@ -124,7 +128,7 @@ impl Answers {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut resp = httparse::Response::new(&mut headers);
                 let (used, complete) = match resp.parse(h) {
-                    Ok(httparse::Status::Complete(n)) => (n - before, true),
+                    Ok(httparse::Status::Complete(n)) => (n.saturating_sub(before), true),
                     Ok(httparse::Status::Partial) if h.len() <= MAX_HEAD => (take, false),
                     Ok(httparse::Status::Partial) => {
                         return Err(Cut::Unscanned(format!(
@@ -166,13 +170,13 @@ impl Answers {
                 let mut at = 0;
                 for (start, len) in spans {
                     if start > at {
-                        self.frame(scanned.len(), &data[at..start]);
+                        self.chunk_frame(scanned.len(), &data[at..start]);
                     }
                     scanned.extend_from_slice(&data[start..start + len]);
                     at = start + len;
                 }
                 if n > at {
-                    self.frame(scanned.len(), &data[at..n]);
+                    self.chunk_frame(scanned.len(), &data[at..n]);
                 }
                 if done {
                     self.state = State::Head(Vec::new());
@@ -210,6 +214,25 @@ impl Answers {
         }
     }
 
+    /// Chunk framing after `at` scanned bytes: sizes and line ends pass, extensions (from
+    /// `;` or the whitespace before it to the end of the line) are dropped, since the scan
+    /// does not read them.
+    fn chunk_frame(&mut self, at: usize, bytes: &[u8]) {
+        let mut kept = Vec::with_capacity(bytes.len());
+        for &b in bytes {
+            match b {
+                b';' | b' ' | b'\t' => self.in_ext = true,
+                b'\r' => {
+                    self.in_ext = false;
+                    kept.push(b);
+                }
+                _ if self.in_ext => {}
+                _ => kept.push(b),
+            }
+        }
+        self.frame(at, &kept);
+    }
+
     /// Framing bytes after `at` scanned bytes of this read.
     fn frame(&mut self, at: usize, bytes: &[u8]) {
         let pos = self.fed + at as u64;
@@ -221,10 +244,10 @@ impl Answers {
 
     /// The bytes for the client: `out` (scanned bytes the scan gave back), with the framing
     /// put back where it came.
-    fn assemble(&mut self, out: &[u8]) -> Vec<u8> {
+    fn assemble(&mut self, out: Vec<u8>) -> Vec<u8> {
         if self.frames.is_empty() {
             self.given += out.len() as u64;
-            return out.to_vec();
+            return out;
         }
         let mut v = Vec::with_capacity(out.len() + 64);
         let mut i = 0;
@@ -420,7 +443,8 @@ mod tests {
             let want = answer
                 .replace(VALUE, PH)
                 .replace(x, &PH[..split])
-                .replace(y, &PH[split..]);
+                .replace(y, &PH[split..])
+                .replace(";ext=1", "");
             // read whole, and cut at every byte
             let got = through(&["GET"], answer.as_bytes(), &[]).unwrap();
             assert_eq!(String::from_utf8(got).unwrap(), want, "split {split}");
@@ -469,6 +493,22 @@ mod tests {
         assert_eq!(got, h);
     }
 
+    /// A chunk extension is not scanned: it does not pass (the size line goes without it).
+    #[test]
+    fn chunk_extensions_are_dropped() {
+        let a = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 ;k={VALUE}\r\nok\r\n0;{VALUE}\r\n\r\n");
+        let want = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+        assert_eq!(
+            String::from_utf8(through(&["GET"], a.as_bytes(), &[]).unwrap()).unwrap(),
+            want
+        );
+        let cuts: Vec<usize> = (1..a.len()).collect();
+        assert_eq!(
+            String::from_utf8(through(&["GET"], a.as_bytes(), &cuts).unwrap()).unwrap(),
+            want
+        );
+    }
+
     /// A value split across two WebSocket frames (one of them 126-length-coded).
     #[test]
     fn a_value_split_across_websocket_frames_is_replaced() {
@@ -489,6 +529,45 @@ mod tests {
         assert_eq!(through(&["GET"], &a, &[70, 75]).unwrap(), want);
         // without the frames undone, the value would not be there to find
         assert!(!a.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()));
+    }
+
+    /// Fuzz-style: mutated answers cut at random places never panic the scan, and what it
+    /// gives back never holds the value.
+    #[test]
+    fn hostile_answers_never_panic() {
+        use proptest::prelude::*;
+        let seed = format!(
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+             5;x\r\nsk-an\r\n16\r\nt-realvalue-0123456789\r\n0\r\nT: {VALUE}\r\n\r\n\
+             HTTP/1.1 200 OK\r\nContent-Length: 27\r\n\r\n{VALUE}\
+             HTTP/1.1 101 S\r\nUpgrade: websocket\r\n\r\n\x01\x05sk-an\x00\x7e"
+        );
+        let cfg = proptest::test_runner::Config {
+            cases: 2000,
+            ..Default::default()
+        };
+        let mut runner = proptest::test_runner::TestRunner::new(cfg);
+        runner
+            .run(
+                &(
+                    proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+                    proptest::collection::vec(any::<usize>(), 0..4),
+                ),
+                |(flips, cuts)| {
+                    let mut b = seed.as_bytes().to_vec();
+                    for (i, v) in flips {
+                        let i = i % b.len();
+                        b[i] = v;
+                    }
+                    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % b.len()).collect();
+                    cuts.sort();
+                    if let Ok(out) = through(&["GET", "GET"], &b, &cuts) {
+                        assert!(!out.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()));
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
     }
 
     #[test]
@@ -526,4 +605,84 @@ mod tests {
         big.resize(MAX_HEAD + 10, b'a');
         assert!(through(&["GET"], &big, &[]).is_err());
     }
+}
+
+/// The scan's own cost on a large download (`cargo test --lib bench_answers -- --ignored
+/// --nocapture`): 100 MiB of one Content-Length answer and of a chunked one, in reads of
+/// 32 KiB (a terminated connection's), through the framing and the scan, against the scan
+/// alone on the same bytes.
+#[cfg(test)]
+#[test]
+#[ignore]
+fn bench_answers() {
+    use crate::net::secret::Secret;
+    use std::time::Instant;
+    let secrets = Secrets {
+        list: vec![Secret::new(
+            "K".into(),
+            vec!["a.com".into()],
+            b"sk-ant-PLACEHOLDERxxxxxxxxx".to_vec(),
+            b"sk-ant-realvalue-0123456789",
+        )
+        .unwrap()],
+    };
+    let size = 100usize << 20;
+    let read = 32 * 1024;
+    let body: Vec<u8> = (0..read).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    let mib = |t: std::time::Duration| size as f64 / t.as_secs_f64() / (1 << 20) as f64;
+    let best = |f: &mut dyn FnMut()| {
+        (0..5)
+            .map(|_| {
+                let t0 = Instant::now();
+                f();
+                t0.elapsed()
+            })
+            .min()
+            .unwrap()
+    };
+    let alone = best(&mut || {
+        let mut u = Unreflect::default();
+        for _ in 0..size / read {
+            std::hint::black_box(u.feed(&secrets, &body).unwrap());
+        }
+    });
+    let length = best(&mut || {
+        let mut a = Answers::default();
+        a.asked("GET");
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+        std::hint::black_box(a.feed(&secrets, head.as_bytes()).unwrap());
+        for _ in 0..size / read {
+            std::hint::black_box(a.feed(&secrets, &body).unwrap());
+        }
+    });
+    // chunks of 16 KiB: two chunk-size lines in every read
+    let mut chunked = Vec::new();
+    for part in body.chunks(16 * 1024 - 8) {
+        chunked.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+        chunked.extend_from_slice(part);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    let reads = chunked.chunks(read).collect::<Vec<_>>();
+    let framed = best(&mut || {
+        let mut a = Answers::default();
+        a.asked("GET");
+        std::hint::black_box(
+            a.feed(
+                &secrets,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            )
+            .unwrap(),
+        );
+        for _ in 0..size / chunked.len() {
+            for r in &reads {
+                std::hint::black_box(a.feed(&secrets, r).unwrap());
+            }
+        }
+    });
+    println!(
+        "bench-answers\tmibs\tscan_alone\t{:.0}\tcontent_length\t{:.0}\tchunked\t{:.0}",
+        mib(alone),
+        mib(length),
+        mib(framed)
+    );
 }
