@@ -44,6 +44,7 @@ mod tests;
 #[cfg(test)]
 mod tests_tls;
 
+pub use answer::fuzz_scan;
 pub use decide::{decide, Denial};
 pub use forward::{check_loopback_ports, loopback_ports, LoopbackPort};
 pub use intercept::Interceptor;

@@ -104,7 +104,7 @@ pub(super) fn one_request(
     let secrets = &shared.config.secrets;
     let mut answers = secrets.injects(host, port).then(Answers::default);
     if let Some(a) = answers.as_mut() {
-        a.asked(&method);
+        a.asked(&method, false);
     }
     loop {
         let n = match (&*upstream).read(&mut buf) {

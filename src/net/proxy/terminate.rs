@@ -680,7 +680,7 @@ impl<'a> Session<'a> {
                 let Some(asked) = http1::ask_identity(&self.cbuf[..head.len]) else {
                     return Err(Stop::Refuse("400 Bad Request", "malformed request".into()));
                 };
-                self.answers.asked(&head.method);
+                self.answers.asked(&head.method, head.upgrade);
                 let secrets = &self.shared.config.secrets;
                 let injected = match secrets.inject(self.host, self.port, &asked) {
                     Ok((out, counts)) => {
