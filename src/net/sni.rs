@@ -16,6 +16,32 @@ pub enum Hello {
     Sni(Option<String>),
     /// Starts like TLS but is not a well-formed ClientHello.
     Malformed(&'static str),
+    /// A ClientHello with an extension of this type, which is not one that [`passes`]: the
+    /// server it reaches may not be the one its `server_name` names (Encrypted Client Hello
+    /// routes on an encrypted inner hello behind a shared front end).
+    Unlisted(u16),
+}
+
+/// The extension types a ClientHello may carry through a tunnel: none of them names another
+/// server than `server_name`. They are the registered types 0 to 61 (RFC 8446 and the IANA
+/// registry: server_name, supported_groups, key_share, ALPN, padding, ...),
+/// renegotiation_info (0xff01), next_protocol_negotiation (0x3374), application_settings
+/// (0x4469, 0x44cd), and GREASE values (RFC 8701: 0x0a0a, 0x1a1a, ... 0xfafa), which servers
+/// ignore. Anything else is refused: Encrypted Client Hello (0xfe0d, and the drafts' 0xfe08
+/// to 0xfe0c, 0xff02), encrypted SNI (0xffce), and whatever comes next.
+pub fn passes(kind: u16) -> bool {
+    let [hi, lo] = kind.to_be_bytes();
+    let grease = hi == lo && lo & 0x0f == 0x0a;
+    kind <= 61 || matches!(kind, 0xff01 | 0x3374 | 0x4469 | 0x44cd) || grease
+}
+
+/// A name for the extension types [`passes`] refuses, for the refusal's line.
+pub fn refused_name(kind: u16) -> &'static str {
+    match kind {
+        0xfe08..=0xfe0d | 0xff02 => "Encrypted Client Hello",
+        0xffce => "encrypted SNI",
+        _ => "an extension the proxy cannot vouch for",
+    }
 }
 
 /// A bounds-checked reader over a byte slice.
@@ -127,6 +153,10 @@ fn client_hello(msg: &[u8]) -> Option<Hello> {
     while !ext.b.is_empty() {
         let kind = ext.u16()?;
         let data = ext.vec(2)?;
+        let typ = u16::try_from(kind).unwrap_or(u16::MAX);
+        if !passes(typ) {
+            return Some(Hello::Unlisted(typ));
+        }
         if kind != 0 {
             continue;
         }
@@ -168,6 +198,11 @@ pub mod tests {
     /// A ClientHello as a TLS 1.3 client sends it (RFC 8446 4.1.2), built field by field:
     /// cipher suites, supported_versions, a key share, and `server_name` when given.
     pub fn client_hello(sni: Option<&str>) -> Vec<u8> {
+        client_hello_with(sni, &[])
+    }
+
+    /// The same, with extra extensions (type, body) after the others.
+    pub fn client_hello_with(sni: Option<&str>, extra: &[(u16, &[u8])]) -> Vec<u8> {
         fn vec(n: usize, body: &[u8]) -> Vec<u8> {
             let len = body.len().to_be_bytes();
             let mut v = len[8 - n..].to_vec();
@@ -190,6 +225,9 @@ pub mod tests {
         let mut ks = vec![0, 0x1d];
         ks.extend(vec(2, &[7u8; 32]));
         exts.extend(ext(51, &vec(2, &ks))); // key_share
+        for (kind, body) in extra {
+            exts.extend(ext(*kind, body));
+        }
         let mut body = vec![3, 3];
         body.extend([0x42u8; 32]);
         body.extend(vec(1, &[9u8; 32]));
@@ -216,6 +254,46 @@ pub mod tests {
         let mut more = h.clone();
         more.extend_from_slice(&[0x17, 3, 3, 0, 1, 0]);
         assert_eq!(parse(&more), Hello::Sni(Some("api.example.com".into())));
+    }
+
+    /// Encrypted Client Hello (its RFC codepoint, the drafts', encrypted SNI) is refused:
+    /// the outer name is not what a shared front end routes on. The same hello without it,
+    /// and with GREASE or the extensions ordinary clients send, passes.
+    #[test]
+    fn encrypted_client_hello_is_refused() {
+        let ech_body: &[u8] = &[0, 0, 1, 0, 1, 7, 0, 4, 1, 2, 3, 4, 0, 2, 9, 9];
+        for kind in [
+            0xfe0d, 0xfe0a, 0xfe08, 0xff02, 0xffce, 0xfd00, 0x0040, 0x7550, 0xffff,
+        ] {
+            let h = client_hello_with(Some("public.example.com"), &[(kind, ech_body)]);
+            assert_eq!(parse(&h), Hello::Unlisted(kind), "{kind:#06x}");
+            // with no server name at all: the same
+            let h = client_hello_with(None, &[(kind, ech_body)]);
+            assert_eq!(parse(&h), Hello::Unlisted(kind), "{kind:#06x}");
+        }
+        assert_eq!(refused_name(0xfe0d), "Encrypted Client Hello");
+        assert_eq!(refused_name(0xffce), "encrypted SNI");
+        let ordinary: Vec<(u16, &[u8])> = vec![
+            (0x0a0a, &[]),
+            (0xfafa, &[0]),
+            (0x4a4a, &[]),
+            (21, &[0, 0, 0]),
+            (0xff01, &[0]),
+            (16, &[0, 3, 2, b'h', b'2']),
+            (0x44cd, &[0, 3, 2, b'h', b'2']),
+            (35, &[]),
+            (23, &[]),
+            (57, &[1, 2]),
+        ];
+        let h = client_hello_with(Some("public.example.com"), &ordinary);
+        assert_eq!(parse(&h), Hello::Sni(Some("public.example.com".into())));
+        for k in 0..=u16::MAX {
+            let [hi, lo] = k.to_be_bytes();
+            if hi == lo && lo & 0x0f == 0x0a {
+                assert!(passes(k), "GREASE {k:#06x}");
+            }
+        }
+        assert!(!passes(0xfe0d) && !passes(0xffce) && !passes(0x0a0b) && !passes(0x1a0a));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!    link-local, multicast, ...: [`super::allow::special`]) and not itself on the list as a
 //!    literal, the request is refused (DNS rebinding to the host's own services);
 //! 3. the connection goes to the addresses just checked, never to a second resolution;
-//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all;
+//! 4. in a tunnel, a TLS ClientHello must name the CONNECT host (SNI), or no host at all, and
+//!    carry no extension that routes elsewhere (Encrypted Client Hello: [`sni::passes`]);
 //! 5. in plain HTTP, the `Host` header must name the URL's host and port ([`super::host`]): no
 //!    domain fronting through a shared front end on the list.
 //!
@@ -28,6 +29,7 @@
 //! tunnel is already open), one line on sandbox-run's stderr per host, and an entry in the
 //! connection log of the report.
 
+mod answer;
 mod decide;
 mod forward;
 mod intercept;
@@ -42,6 +44,7 @@ mod tests;
 #[cfg(test)]
 mod tests_tls;
 
+pub use answer::fuzz_scan;
 pub use decide::{decide, Denial};
 pub use forward::{check_loopback_ports, loopback_ports, LoopbackPort};
 pub use intercept::Interceptor;
@@ -488,6 +491,12 @@ fn serve(client: &TcpStream, id: u64, shared: &Arc<Shared>) -> Option<(TcpStream
     }
     let mut forward = req.forward.clone();
     if let Some(head) = forward.as_mut() {
+        if cfg.secrets.injects(host, port) {
+            // a host that receives a secret answers in a form the scan reads (`answer`)
+            if let Some(asked) = crate::net::tls::http1::ask_identity(head) {
+                *head = asked;
+            }
+        }
         match secrets::plain_secrets(shared, host, port, head) {
             Ok(()) => {}
             Err(body) => {
@@ -636,6 +645,18 @@ fn check_tunnel(
                         ),
                     }),
                 }
+            }
+            Hello::Unlisted(kind) => {
+                return Err(Denial {
+                    reason: format!(
+                        "the TLS ClientHello carries extension {kind:#06x} ({}), with which the \
+                         connection can reach another server than the name the proxy checks",
+                        sni::refused_name(kind)
+                    ),
+                    fix: "turn Encrypted Client Hello off in the client (the proxy lets a \
+                          tunnel reach only the server its ClientHello names in the clear)"
+                        .into(),
+                })
             }
             Hello::Malformed(why) => {
                 return Err(Denial {

@@ -3,8 +3,9 @@
 //! placeholders on the way; once it has gone, nothing more the client sends is read, so a
 //! second request on the same connection (another `Host`, a placeholder) never reaches a front
 //! end that would act on it, whatever it makes of `Connection: close`. The answer comes back
-//! as it arrives.
+//! as it arrives; from a host a secret is listed for, through the scan of [`super::answer`].
 
+use super::answer::Answers;
 use super::{respond, Counters, Shared};
 use crate::net::allow::Host;
 use crate::net::tls::http1::{self, Body, Chunked, Scan};
@@ -27,6 +28,7 @@ pub(super) fn one_request(
     rest: Vec<u8>,
     counters: &Arc<Counters>,
 ) {
+    let mut method = String::new();
     let body = match http1::parse_head(head) {
         Ok(Some(h)) if h.upgrade => {
             let _ = respond(
@@ -36,7 +38,10 @@ pub(super) fn one_request(
             );
             return;
         }
-        Ok(Some(h)) => h.body,
+        Ok(Some(h)) => {
+            method = h.method;
+            h.body
+        }
         Ok(None) => Body::None,
         Err(e) => {
             let _ = respond(
@@ -94,18 +99,38 @@ pub(super) fn one_request(
             Ok(n) => piece.extend_from_slice(&buf[..n]),
         }
     }
-    // The answer, as it comes; the client is not read again.
+    // The answer, as it comes; the client is not read again. From a host a secret is listed
+    // for, through the scan that gives an echoed value back as its placeholder.
+    let secrets = &shared.config.secrets;
+    let mut answers = secrets.injects(host, port).then(Answers::default);
+    if let Some(a) = answers.as_mut() {
+        a.asked(&method, false);
+    }
     loop {
-        match (&*upstream).read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if (&*client).write_all(&buf[..n]).is_err() {
-                    break;
-                }
-                counters.down.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+        let n = match (&*upstream).read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
+        };
+        let out = match answers.as_mut() {
+            None if n == 0 => break,
+            None => Ok(buf[..n].to_vec()),
+            Some(a) if n == 0 => Ok(a.finish()),
+            Some(a) => a.feed(secrets, &buf[..n]),
+        };
+        let out = match out {
+            Ok(out) => out,
+            Err(c) => {
+                shared.cut_answer(host, port, &c);
+                break;
+            }
+        };
+        if (&*client).write_all(&out).is_err() {
+            break;
+        }
+        counters.down.fetch_add(out.len() as u64, Ordering::Relaxed);
+        if n == 0 {
+            break;
         }
     }
     cut(client, upstream);

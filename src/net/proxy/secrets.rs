@@ -2,6 +2,7 @@
 //! the report, the refusals (`secret_misdirected`), and plain HTTP, which carries a secret only
 //! to a loopback address listed for it.
 
+use super::answer::Cut;
 use super::{lock, Shared};
 use crate::net::allow::Host;
 use std::sync::atomic::Ordering;
@@ -42,6 +43,27 @@ pub(super) fn plain_secrets(
 }
 
 impl Shared {
+    /// An answer of `host:port` that cannot reach the client: one line on stderr, and a
+    /// refused entry in the connection log (the report's `network` entries).
+    pub(super) fn cut_answer(&self, host: &Host, port: u16, cut: &Cut) {
+        let why = match cut {
+            Cut::Value(i) => {
+                let name = self
+                    .config
+                    .secrets
+                    .list
+                    .get(*i)
+                    .map_or("", |s| s.name.as_str());
+                format!("its answer carried the value of secret {name}")
+            }
+            Cut::Unscanned(why) => why.clone(),
+        };
+        self.record(host, port, false, &format!("answer cut: {why}"));
+        self.note(&format!(
+            "sandbox-run: network: cut a connection to {host}:{port}: {why}"
+        ));
+    }
+
     /// One line on stderr, when the proxy prints.
     pub(super) fn note(&self, line: &str) {
         if self.config.warn {

@@ -4,13 +4,14 @@
 //! the two it reads each HTTP/1.1 request head, checks that it names the host the connection
 //! was allowed for, and puts the secrets' values in place of their placeholders in the
 //! request line and headers. Bodies are never changed: they are scanned, and a placeholder
-//! in one is refused. Responses pass as they come (server-sent events stream).
+//! in one is refused. Each request asks for an identity-encoded answer; answers pass as they
+//! come (server-sent events stream), through the scan of [`super::answer`].
 //!
 //! One thread per connection drives both TLS connections over non-blocking sockets in one
 //! poll loop; every buffer is bounded, so a side that does not read stalls only its own
 //! connection.
 
-use super::reflect::Unreflect;
+use super::answer::Answers;
 use super::{Counters, Shared};
 use crate::net::allow::Host;
 use crate::net::tls::ca::RunCa;
@@ -417,8 +418,9 @@ pub(super) struct Session<'a> {
     up_shut: bool,
     /// `up_pending` holds a secret's value (zeroed once sent).
     holds_value: bool,
-    /// The answers, on their way back: values the server echoes become placeholders.
-    unreflect: Unreflect,
+    /// The answers, on their way back: framing undone, values the server echoes become
+    /// placeholders.
+    answers: Answers,
     tmp: Vec<u8>,
 }
 
@@ -483,7 +485,7 @@ impl<'a> Session<'a> {
             upstream_error: None,
             up_shut: false,
             holds_value: false,
-            unreflect: Unreflect::default(),
+            answers: Answers::default(),
             tmp: vec![0; CHUNK],
         };
         let stop = match s.client.feed(first) {
@@ -548,9 +550,9 @@ impl<'a> Session<'a> {
                 if self.client.closed && self.upstream.closed && !failed {
                     return Stop::Done;
                 }
-                if self.upstream.closed && self.unreflect.holds() {
+                if self.upstream.closed && self.answers.holds() {
                     // the answer ended: what was held as a possible value was none
-                    let rest = self.unreflect.flush();
+                    let rest = self.answers.finish();
                     self.down_pending.extend_from_slice(&rest);
                     progress = true;
                 }
@@ -674,8 +676,13 @@ impl<'a> Session<'a> {
                 ) {
                     return Err(Stop::Refuse("403 Forbidden", e));
                 }
+                // the answer must come back in a form the scan reads
+                let Some(asked) = http1::ask_identity(&self.cbuf[..head.len]) else {
+                    return Err(Stop::Refuse("400 Bad Request", "malformed request".into()));
+                };
+                self.answers.asked(&head.method, head.upgrade);
                 let secrets = &self.shared.config.secrets;
-                let injected = match secrets.inject(self.host, self.port, &self.cbuf[..head.len]) {
+                let injected = match secrets.inject(self.host, self.port, &asked) {
                     Ok((out, counts)) => {
                         self.shared.injected(&counts);
                         self.holds_value = !counts.is_empty();
@@ -771,36 +778,21 @@ impl<'a> Session<'a> {
                 return Ok(progress);
             }
             progress = true;
-            // a value the server echoes goes back as its placeholder (`reflect`)
+            // a value the server echoes goes back as its placeholder (`answer`)
             let out = match self
-                .unreflect
+                .answers
                 .feed(&self.shared.config.secrets, &self.tmp[..n])
             {
                 Ok(out) => out,
-                Err(i) => return Err(self.reflected(i)),
+                Err(cut) => {
+                    self.shared.cut_answer(self.host, self.port, &cut);
+                    return Err(Stop::Cut);
+                }
             };
             let m = self.client.give(&out);
             self.counters.down.fetch_add(m as u64, Ordering::Relaxed);
             self.down_pending.extend_from_slice(&out[m..]);
         }
-    }
-
-    /// The server sent back the value of secret `i` and its first bytes already went: cut,
-    /// before the rest does.
-    fn reflected(&mut self, i: usize) -> Stop {
-        let name = self
-            .shared
-            .config
-            .secrets
-            .list
-            .get(i)
-            .map(|s| s.name.as_str())
-            .unwrap_or("");
-        self.shared.note(&format!(
-            "sandbox-run: network: cut a connection to {}:{}: its answer carried the value of secret {name}",
-            self.host, self.port
-        ));
-        Stop::Cut
     }
 
     /// A placeholder of secret `i` where it does not go: recorded, and a 403.

@@ -134,9 +134,9 @@ fn serve_tls(
             return;
         }
         if path == "/ws" {
-            // switch protocols, then echo raw bytes, each read reported
+            // switch protocols, then echo each read in a WebSocket frame, each read reported
             let _ = t.write_all(
-                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n",
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
             );
             let _ = t.flush();
             if !buf.is_empty() {
@@ -147,7 +147,10 @@ fn serve_tls(
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
                         let _ = tx.send(("raw".into(), b[..n].to_vec()));
-                        if t.write_all(&b[..n]).is_err() {
+                        let n = n.min(125);
+                        let mut frame = vec![0x82, n as u8];
+                        frame.extend_from_slice(&b[..n]);
+                        if t.write_all(&frame).is_err() {
                             return;
                         }
                         let _ = t.flush();
@@ -558,16 +561,16 @@ fn upgraded_connections_stay_scanned() {
     let (status, _) = request(
         &mut t,
         &format!(
-            "GET /ws HTTP/1.1\r\nHost: localhost:{p}\r\nUpgrade: test\r\nConnection: Upgrade\r\nx-api-key: {PH_A}\r\n\r\n"
+            "GET /ws HTTP/1.1\r\nHost: localhost:{p}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nx-api-key: {PH_A}\r\n\r\n"
         ),
     );
     assert_eq!(status, "101 Switching Protocols");
     assert!(f.received().0.contains(&format!("x-api-key: {VAL_A}\r\n")));
     t.write_all(b"hello").unwrap();
     t.flush().unwrap();
-    let mut b = [0u8; 5];
+    let mut b = [0u8; 7];
     t.read_exact(&mut b).unwrap();
-    assert_eq!(&b, b"hello");
+    assert_eq!(&b, b"\x82\x05hello");
     assert_eq!(f.received().1, b"hello");
     let (x, y) = PH_A.split_at(7);
     t.write_all(x.as_bytes()).unwrap();
@@ -700,7 +703,7 @@ fn plain_http_carries_one_request_with_a_clean_body() {
     let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
     assert_eq!(
         got,
-        format!("GET /one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n")
+        format!("GET /one HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\nAccept-Encoding: identity\r\n\r\n")
     );
 
     // control: a clean body passes whole
@@ -760,7 +763,7 @@ fn intercepted_connections_are_injected() {
     let got = String::from_utf8(f.plain_got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
     assert_eq!(
         got,
-        format!("GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {VAL_C}\r\n\r\n")
+        format!("GET /a HTTP/1.1\r\nHost: 127.0.0.1:{plain_port}\r\nx: {VAL_C}\r\nAccept-Encoding: identity\r\n\r\n")
     );
     let (uses, mis) = f.log();
     assert_eq!((uses[1].injections, uses[2].injections), (1, 1));

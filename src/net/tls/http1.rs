@@ -117,6 +117,39 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
     }))
 }
 
+/// A request head (complete, as [`parse_head`] accepted it) rebuilt to go to a host that
+/// receives a secret: its answer must come back in a form the proxy can scan for the value.
+/// So it asks for `Accept-Encoding: identity` in place of whatever the client asked, and
+/// drops what would let the server pick another coding: `TE` (a transfer coding such as
+/// gzip; `TE: trailers` alone stays) and `Sec-WebSocket-Extensions` (permessage-deflate).
+/// Lines end in CRLF. `None` if `head` does not parse.
+pub fn ask_identity(head: &[u8]) -> Option<Vec<u8>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let Ok(httparse::Status::Complete(_)) = req.parse(head) else {
+        return None;
+    };
+    let (method, target, version) = (req.method?, req.path?, req.version?);
+    let mut out = Vec::with_capacity(head.len() + 32);
+    out.extend_from_slice(format!("{method} {target} HTTP/1.{version}\r\n").as_bytes());
+    for h in req.headers.iter() {
+        let name = h.name;
+        let drop = name.eq_ignore_ascii_case("accept-encoding")
+            || name.eq_ignore_ascii_case("sec-websocket-extensions")
+            || (name.eq_ignore_ascii_case("te")
+                && !h.value.trim_ascii().eq_ignore_ascii_case(b"trailers"));
+        if drop {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Accept-Encoding: identity\r\n\r\n");
+    Some(out)
+}
+
 /// `HOST[:PORT]` as a request names it; `None` when it is neither.
 pub fn authority(a: &str) -> Option<(Host, Option<u16>)> {
     let (h, p) = match a.rsplit_once(':') {
@@ -217,7 +250,8 @@ impl Chunked {
 
     /// Consume the body's bytes at the start of `buf` (up to its end, or to the end of the
     /// body): how many. Chunk data and trailer lines go to `data` (both can carry a
-    /// placeholder).
+    /// placeholder), each as a slice of `buf` in order (what lies between is framing: the
+    /// answers' scan puts it back where it was), a trailer line without its CR.
     pub fn advance(&mut self, buf: &[u8], data: &mut dyn FnMut(&[u8])) -> Result<usize, String> {
         let mut i = 0;
         while i < buf.len() && self.state != State::Done {
@@ -283,7 +317,7 @@ impl Chunked {
                     if b == b'\r' {
                         self.state = State::EndLf;
                     } else {
-                        self.trailer(b, data)?;
+                        self.trailer(&buf[i..=i], data)?;
                         self.state = State::TrailerLine;
                     }
                 }
@@ -291,14 +325,14 @@ impl Chunked {
                     if b == b'\r' {
                         self.state = State::TrailerLf;
                     } else {
-                        self.trailer(b, data)?;
+                        self.trailer(&buf[i..=i], data)?;
                     }
                 }
                 State::TrailerLf => {
                     if b != b'\n' {
                         return Err("CR without LF in a trailer".into());
                     }
-                    data(b"\n");
+                    data(&buf[i..=i]);
                     self.state = State::TrailerStart;
                 }
                 State::EndLf => {
@@ -324,15 +358,16 @@ impl Chunked {
         Ok(())
     }
 
-    fn trailer(&mut self, b: u8, data: &mut dyn FnMut(&[u8])) -> Result<(), String> {
-        if b == b'\n' {
+    /// One byte of a trailer line (`byte`, a slice of the input).
+    fn trailer(&mut self, byte: &[u8], data: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+        if byte == b"\n" {
             return Err("bare LF in a trailer".into());
         }
         self.line += 1;
         if self.line > MAX_CHUNK_LINE {
             return Err(format!("trailers longer than {MAX_CHUNK_LINE} bytes"));
         }
-        data(&[b]);
+        data(byte);
         Ok(())
     }
 }
@@ -374,6 +409,22 @@ impl Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn asks_for_identity() {
+        let h = b"GET /x HTTP/1.1\nHost: a.com\r\nAccept-Encoding: gzip, br\r\naccept-encoding: zstd\r\nTE: gzip\r\nSec-WebSocket-Extensions: permessage-deflate\r\nX-Key: k\r\n\r\n";
+        let out = String::from_utf8(ask_identity(h).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "GET /x HTTP/1.1\r\nHost: a.com\r\nX-Key: k\r\nAccept-Encoding: identity\r\n\r\n"
+        );
+        let out = ask_identity(b"POST / HTTP/1.0\r\nte: trailers\r\n\r\n").unwrap();
+        assert_eq!(
+            out,
+            b"POST / HTTP/1.0\r\nte: trailers\r\nAccept-Encoding: identity\r\n\r\n"
+        );
+        assert!(ask_identity(b"GET / HTTP/1.1\r\n").is_none());
+    }
 
     #[test]
     fn heads() {
