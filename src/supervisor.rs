@@ -425,8 +425,11 @@ pub fn run(
         if let Some(b) = &budget {
             wait = wait.min(b.due().saturating_duration_since(Instant::now()));
         }
-        let timeout = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
-            .unwrap_or(PollTimeout::MAX);
+        // Rounded up: a wait of less than a millisecond truncated to 0 would spin until the
+        // budget's next look is due.
+        let ms = wait.as_micros().div_ceil(1000);
+        let timeout =
+            PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
         let mut fds = vec![
             PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
