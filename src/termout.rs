@@ -135,6 +135,12 @@ impl TermOut {
                 b']' | b'P' | b'X' | b'^' | b'_' => self.state = State::Str,
                 0x20..=0x2f => self.state = State::EscInter,
                 0x1b => self.dropped += 1,
+                0x00..=0x1f => {
+                    // ESC cut short by a control byte (a newline): that byte judged alone.
+                    self.dropped += 1;
+                    self.state = State::Ground;
+                    self.ground(b, out);
+                }
                 _ => {
                     // A two-byte ESC sequence (reset, keypad modes, save/restore cursor,
                     // index...) or a control byte: dropped.
@@ -144,6 +150,11 @@ impl TermOut {
             },
             State::EscInter => match b {
                 0x20..=0x2f => {}
+                0x00..=0x1f if b != 0x1b => {
+                    self.dropped += 1;
+                    self.state = State::Ground;
+                    self.ground(b, out);
+                }
                 _ => {
                     self.dropped += 1;
                     self.state = State::Ground;
@@ -320,6 +331,7 @@ mod tests {
         }
         assert_eq!(run(b"\x1b]8;;http://x/\x1b\\link\x1b]8;;\x1b\\").0, b"link");
         assert_eq!(run(b"a\x1b[6nb").0, b"ab");
+        assert_eq!(run(b"a\x1b\nb\x1b(\nc").0, b"a\nb\nc");
         assert_eq!(run(b"\x9b6n").0, b"?6n");
     }
 
