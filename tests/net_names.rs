@@ -155,7 +155,8 @@ fn npm_ci_without_network_names_the_registry() {
     );
     // the last line of the run
     assert_eq!(r.stderr.trim_end().lines().last(), Some(line), "{r}");
-    assert!(took < Duration::from_secs(20), "npm took {took:?}:\n{r}");
+    // seconds, not npm's minutes of retries (141 s before), stretched on emulated machines
+    assert!(took < slack_secs(8), "npm took {took:?}:\n{r}");
     assert!(
         refused(&rep).iter().any(|(n, c)| n == &host && *c >= 1),
         "{rep:#}"
@@ -361,7 +362,8 @@ fn npm_ci_from_a_kept_cache_is_quick() {
     r.assert_code(0);
     assert!(r.stdout.contains("added 1 package"), "{r}");
     assert!(named_lines(&r).is_empty(), "{r}");
-    assert!(took < Duration::from_secs(20), "npm took {took:?}:\n{r}");
+    // seconds, not npm's minutes of retries (141 s before), stretched on emulated machines
+    assert!(took < slack_secs(8), "npm took {took:?}:\n{r}");
     let rep: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     schema::assert_valid_report(&rep);
