@@ -497,23 +497,8 @@ fn ws_header(h: &[u8]) -> Result<Option<u64>, Cut> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reflect::tests::{secrets, PH, VALUE};
     use super::*;
-    use crate::net::secret::Secret;
-
-    const VALUE: &str = "sk-ant-realvalue-0123456789";
-    const PH: &str = "sk-ant-PLACEHOLDERxxxxxxxxx";
-
-    fn secrets() -> Secrets {
-        Secrets {
-            list: vec![Secret::new(
-                "K".into(),
-                vec!["a.com".into()],
-                PH.into(),
-                VALUE.as_bytes(),
-            )
-            .unwrap()],
-        }
-    }
 
     /// The client's bytes for `answer` read in `parts` (split at `cuts`), or the cut.
     fn through(methods: &[&str], answer: &[u8], cuts: &[usize]) -> Result<Vec<u8>, Cut> {

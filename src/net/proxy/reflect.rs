@@ -128,14 +128,16 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::net::secret::Secret;
 
-    const VALUE: &str = "sk-ant-realvalue-0123456789";
-    const PH: &str = "sk-ant-PLACEHOLDERxxxxxxxxx";
+    /// A secret's value and its placeholder (same length), for this module's tests and
+    /// `answer`'s.
+    pub(in crate::net::proxy) const VALUE: &str = "sk-ant-realvalue-0123456789";
+    pub(in crate::net::proxy) const PH: &str = "sk-ant-PLACEHOLDERxxxxxxxxx";
 
-    fn secrets() -> Secrets {
+    pub(in crate::net::proxy) fn secrets() -> Secrets {
         Secrets {
             list: vec![Secret::new(
                 "K".into(),
