@@ -143,6 +143,12 @@ default)
     # validate requires every layer, and this VM has every layer (cgroup delegated to users)
     check validate-runs 0 '^v[0-9]' sh -c 'cd "$1" && shift && exec "$@"' sh "$D/hello" \
         "$BIN" --profile validate --repo "$D/hello" -- node --version
+    # The README's first command, from a checkout at an ordinary but long path (socket and
+    # mount paths built from it must still fit): the bundled example's whole test suite.
+    LONG="$D/a-checkout-at-an-ordinary-path-of-more-than-sixty-chars/examples"
+    mkdir -p "$LONG" && cp -r "$HELLO" "$LONG/hello-node"
+    check readme-example-long-path 0 '^# pass 5$' sh -c 'cd "$1" && shift && exec "$@"' sh "$LONG/.." \
+        "$BIN" --profile validate --repo examples/hello-node -- npm test
     ;;
 x32)
     # The kernel runs x32 system calls (else this variant proves nothing)...
