@@ -182,7 +182,11 @@ test('without: a user without a cgroup is refused by a profile that requires one
       const plain = await sbx.run(['node', '--version'], o);
       const degraded = await sbx.run(['node', '--version'], { ...o, without: ['cgroup'] });
       const pick = (r) => ({ exitCode: r.exitCode, stderr: r.stderr, reportError: r.reportError, degraded: r.report?.sandbox?.degraded, stdout: r.stdout });
-      console.log(JSON.stringify({ plain: pick(plain), degraded: pick(degraded) }));
+      const gene = { type: 'Gene', id: 'g-rootless', validation: ['node --version'] };
+      const genePlain = await sbx.runGene(gene, o);
+      const geneDegraded = await sbx.runGene(gene, { ...o, without: 'cgroup' });
+      const g = (r) => ({ exitCode: r.exitCode, ok: r.ok, stderr: r.stderr });
+      console.log(JSON.stringify({ plain: pick(plain), degraded: pick(degraded), genePlain: g(genePlain), geneDegraded: g(geneDegraded) }));
     })();`;
   const r = spawnSync(process.execPath, ['-e', script], {
     uid: Number(user),
@@ -191,7 +195,7 @@ test('without: a user without a cgroup is refused by a profile that requires one
     env: { PATH: process.env.PATH, HOME: tmp, TMPDIR: tmp, XDG_STATE_HOME: tmp, USER: 'sbxtest', LOGNAME: 'sbxtest' },
   });
   assert.equal(r.status, 0, r.stderr);
-  const { plain, degraded } = JSON.parse(r.stdout);
+  const { plain, degraded, genePlain, geneDegraded } = JSON.parse(r.stdout);
   if (plain.exitCode === 0) {
     // sbxtest has a cgroup of its own here (a delegated cgroup v2 subtree): nothing to show.
     return t.skip('sbxtest gets a cgroup on this host: validate runs without --without');
@@ -202,6 +206,9 @@ test('without: a user without a cgroup is refused by a profile that requires one
   assert.equal(degraded.exitCode, 0, JSON.stringify(degraded));
   assert.equal(degraded.stdout, `${process.version}\n`);
   assert.deepEqual(degraded.degraded, ['cgroup']);
+  // runGene passes it to `sandbox-run validate` the same way
+  assert.equal(genePlain.ok, false, JSON.stringify(genePlain));
+  assert.equal(geneDegraded.ok, true, JSON.stringify(geneDegraded));
 });
 
 test('caCerts: the bundle joins the sandbox trust store', async (t) => {
@@ -306,8 +313,9 @@ test('stdinFile, capture, timings, verbose and quiet', async (t) => {
   const timed = await sbx.run(['true'], { ...o, timings: true });
   assert.match(timed.stderr, /^sandbox-run: timings: .*total/m);
 
+  assert.doesNotMatch(plain.stderr, /^sandbox-run: bind \/usr -> \/usr ro$/m);
   const verbose = await sbx.run(['true'], { ...o, verbose: true });
-  assert.ok(verbose.stderr.length > plain.stderr.length, `-v says more: ${JSON.stringify(verbose.stderr)}`);
+  assert.match(verbose.stderr, /^sandbox-run: bind \/usr -> \/usr ro$/m, '-v says what the sandbox holds');
   const vv = await sbx.run(['true'], { ...o, verbose: 2 });
   assert.match(vv.stderr, /timings:/, '-vv prints the timings too');
 
@@ -361,6 +369,7 @@ test('runGene(): timeout, without, changes and verbose reach `sandbox-run valida
 
   const kept = await sbx.runGene({ type: 'Gene', id: 'g-keep', validation: ['sh ./write.sh'] }, { ...o, changes: 'keep', verbose: true });
   assert.equal(kept.ok, true, kept.stderr);
+  assert.match(kept.stderr, /^sandbox-run: bind \/usr -> \/usr ro$/m, '-v reached validate');
   assert.equal(fs.existsSync(path.join(fx.repo, 'gene.txt')), false, 'kept, not applied');
   const list = await sbx.listChanges();
   assert.equal(list.length, 1, JSON.stringify(list));
