@@ -51,7 +51,9 @@ class SandboxRunError extends Error {
 }
 
 // ---- options to flags ----
-// The options were checked (lib/options.js) before any of this runs: each given one has its type.
+// The options were checked (lib/options.js) before any of this runs: each given one has its
+// type. Each value goes in the flag's own word (`--repo=DIR`), so that no value, whatever it
+// starts with, is read as a flag of its own (`repo: '--help'` is a directory named --help).
 
 const list = (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
 
@@ -70,7 +72,7 @@ function millis(flag) {
 
 /** `--secret NAME=HOST,HOST` for each of { NAME: HOST | [HOST...] }. */
 function secretFlags(secrets) {
-  return Object.entries(secrets || {}).flatMap(([name, hosts]) => ['--secret', `${name}=${list(hosts).join(',')}`]);
+  return Object.entries(secrets || {}).map(([name, hosts]) => `--secret=${name}=${list(hosts).join(',')}`);
 }
 
 function checkId(id) {
@@ -89,39 +91,39 @@ function sharedFlags(o) {
   const a = [];
   if (o.verbose) a.push(`-${'v'.repeat(o.verbose === true ? 1 : o.verbose)}`);
   if (o.quiet) a.push('--quiet');
-  a.push('--profile', o.profile);
-  if (o.repo !== undefined) a.push('--repo', o.repo);
-  if (o.timeout !== undefined) a.push('--timeout', duration(o.timeout));
-  for (const l of list(o.without)) a.push('--without', l);
+  a.push(`--profile=${o.profile}`);
+  if (o.repo !== undefined) a.push(`--repo=${o.repo}`);
+  if (o.timeout !== undefined) a.push(`--timeout=${duration(o.timeout)}`);
+  for (const l of list(o.without)) a.push(`--without=${l}`);
   a.push(...secretFlags(o.secrets));
-  for (const f of list(o.secretFile)) a.push('--secret-file', f);
-  if (o.changes !== undefined) a.push('--changes', o.changes);
-  if (o.withChanges !== undefined) a.push('--with-changes', o.withChanges);
+  for (const f of list(o.secretFile)) a.push(`--secret-file=${f}`);
+  if (o.changes !== undefined) a.push(`--changes=${o.changes}`);
+  if (o.withChanges !== undefined) a.push(`--with-changes=${o.withChanges}`);
   return a;
 }
 
 /** The flags of `run` that come from options, in front of `--`. */
 function runFlags(o, reportFile) {
   const a = sharedFlags(o);
-  if (o.killGrace !== undefined) a.push('--kill-grace', duration(o.killGrace));
-  if (o.memory !== undefined) a.push('--memory', String(o.memory));
-  if (o.cpus !== undefined) a.push('--cpus', String(o.cpus));
-  if (o.pids !== undefined) a.push('--pids', String(o.pids));
-  if (o.net !== undefined) a.push('--net', o.net);
-  for (const h of list(o.allowHost)) a.push('--allow-host', h);
-  for (const p of list(o.allowProgram)) a.push('--allow-program', p);
-  if (o.home !== undefined) a.push('--home', o.home);
-  for (const n of list(o.keepEnv)) a.push('--keep-env', n);
-  for (const n of list(o.passEnv)) a.push('--pass-env', n);
-  for (const [k, v] of Object.entries(o.setEnv || {})) a.push('--env', `${k}=${v}`);
-  for (const f of list(o.envFile)) a.push('--env-file', f);
-  if (o.stdin !== undefined) a.push('--stdin', '-');
-  if (o.stdinFile !== undefined) a.push('--stdin', o.stdinFile);
-  if (o.caCerts !== undefined) a.push('--ca-certs', o.caCerts);
+  if (o.killGrace !== undefined) a.push(`--kill-grace=${duration(o.killGrace)}`);
+  if (o.memory !== undefined) a.push(`--memory=${o.memory}`);
+  if (o.cpus !== undefined) a.push(`--cpus=${o.cpus}`);
+  if (o.pids !== undefined) a.push(`--pids=${o.pids}`);
+  if (o.net !== undefined) a.push(`--net=${o.net}`);
+  for (const h of list(o.allowHost)) a.push(`--allow-host=${h}`);
+  for (const p of list(o.allowProgram)) a.push(`--allow-program=${p}`);
+  if (o.home !== undefined) a.push(`--home=${o.home}`);
+  for (const n of list(o.keepEnv)) a.push(`--keep-env=${n}`);
+  for (const n of list(o.passEnv)) a.push(`--pass-env=${n}`);
+  for (const [k, v] of Object.entries(o.setEnv || {})) a.push(`--env=${k}=${v}`);
+  for (const f of list(o.envFile)) a.push(`--env-file=${f}`);
+  if (o.stdin !== undefined) a.push('--stdin=-');
+  if (o.stdinFile !== undefined) a.push(`--stdin=${o.stdinFile}`);
+  if (o.caCerts !== undefined) a.push(`--ca-certs=${o.caCerts}`);
   if (o.capture) a.push('--capture');
   if (o.timings) a.push('--timings');
   a.push(...list(o.args));
-  a.push('--report', reportFile);
+  a.push(`--report=${reportFile}`);
   return a;
 }
 
@@ -238,7 +240,7 @@ async function runGene(gene, options) {
       throw new TypeError('runGene(): gene must be a gene object or the path of its JSON file');
     }
     const reportFile = s.file('report.json');
-    const a = ['validate', ...sharedFlags(options), '--gene', geneFile, ...list(options.args), '--report', reportFile];
+    const a = ['validate', ...sharedFlags(options), `--gene=${geneFile}`, ...list(options.args), `--report=${reportFile}`];
     const o = { ...options, stdin: undefined, env: hostEnv(options.env, Object.keys(options.secrets || {})) };
     const r = await call(a, reportFile, o, undefined);
     return { ...r, ok: Boolean(r.report && r.report.ok) };

@@ -26,6 +26,8 @@ function shown(v) {
       return String(v);
     case 'function':
       return 'a function';
+    case 'object':
+      return 'an object';
     default:
       return `a ${typeof v}`;
   }
@@ -35,6 +37,8 @@ const isPlainObject = (v) =>
   v !== null && typeof v === 'object' && !Array.isArray(v) && [Object.prototype, null].includes(Object.getPrototypeOf(v));
 
 const nonEmpty = (v) => typeof v === 'string' && v !== '';
+const host = (v) => nonEmpty(v) && !v.includes(',');
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 // Each kind: [test, what it must be (for the message)].
 const kind = {
@@ -56,10 +60,17 @@ const kind = {
     'an AbortSignal',
   ],
   env: [(v) => isPlainObject(v) && Object.values(v).every((x) => x === undefined || typeof x === 'string'), 'an object of strings'],
-  setEnv: [(v) => isPlainObject(v) && Object.values(v).every((x) => typeof x === 'string'), 'an object of strings ({ KEY: "value" })'],
+  // A KEY with `=` would set another variable (`--env A=B=c` sets A to "B=c").
+  setEnv: [
+    (v) => isPlainObject(v) && Object.entries(v).every(([k, x]) => /^[^=]+$/.test(k) && typeof x === 'string'),
+    'an object of strings ({ KEY: "value" }, no "=" in a KEY)',
+  ],
+  // A host with `,` would be two hosts the secret goes to; a name is an environment name.
   secrets: [
-    (v) => isPlainObject(v) && Object.values(v).every((h) => nonEmpty(h) || (Array.isArray(h) && h.length > 0 && h.every(nonEmpty))),
-    "an object { NAME: 'host' | ['host', ...] }",
+    (v) =>
+      isPlainObject(v) &&
+      Object.entries(v).every(([name, h]) => ENV_NAME.test(name) && (host(h) || (Array.isArray(h) && h.length > 0 && h.every(host)))),
+    "an object { NAME: 'host' | ['host', ...] } (NAME a variable name, no ',' in a host)",
   ],
   stdin: [
     (v) => typeof v === 'string' || v instanceof Uint8Array || v instanceof Readable || (v !== null && typeof v === 'object' && typeof v.pipe === 'function'),
@@ -159,14 +170,23 @@ function didYouMean(key, known) {
 
 /**
  * Throw a TypeError unless `options` is an object whose every key is in SPECS[specName] and
- * whose every given value has its type; `what` names the call in the message. Returns the
- * options (an empty object for undefined).
+ * whose every given value has its type; `what` names the call in the message. Returns a
+ * copy of the options (empty for undefined), the one the call then reads.
  */
-function checkOptions(what, specName, options) {
+function checkOptions(what, specName, given) {
   const spec = SPECS[specName];
-  if (options === undefined) return {};
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new TypeError(`${what}(): options must be an object, not ${shown(options)}`);
+  if (given === undefined) return Object.create(null);
+  // A plain object only: a class instance's or a prototype's keys would be read below
+  // without being checked here.
+  if (!isPlainObject(given)) {
+    throw new TypeError(`${what}(): options must be a plain object ({ ... }), not ${shown(given)}`);
+  }
+  // Each own key read once, into an object with no prototype: what is checked is what is
+  // used (a getter cannot answer differently later; Object.prototype's keys are not read).
+  const options = Object.create(null);
+  for (const key of Reflect.ownKeys(given)) {
+    if (typeof key === 'symbol') throw new TypeError(`${what}(): unknown option ${String(key)}`);
+    options[key] = given[key];
   }
   const known = Object.keys(spec);
   for (const key of Object.keys(options)) {

@@ -71,7 +71,7 @@ test('an unknown option is a TypeError naming it, with the name it most likely m
   await assert.rejects(sbx.listChanges({ cwdd: '/' }), { name: 'TypeError', message: 'listChanges(): unknown option "cwdd" (did you mean "cwd"?)' });
   await assert.rejects(sbx.diffChanges('caaaaaaaa', { profile: 'ci' }), { name: 'TypeError', message: /^diffChanges\(\): unknown option "profile"/ });
   await assert.rejects(sbx.changesCommand(['list'], { repo: '.' }), { name: 'TypeError', message: /^changesCommand\(\): unknown option "repo"/ });
-  await assert.rejects(sbx.run(['true'], 'ci'), { name: 'TypeError', message: 'run(): options must be an object, not "ci"' });
+  await assert.rejects(sbx.run(['true'], 'ci'), { name: 'TypeError', message: 'run(): options must be a plain object ({ ... }), not "ci"' });
 });
 
 test('a wrongly typed value is a TypeError naming the option and what it must be', async () => {
@@ -126,6 +126,63 @@ test('a wrongly typed value is a TypeError naming the option and what it must be
   await assert.rejects(sbx.run(['true'], { repo: h.checkout }), { message: /^run\(\): option "profile" is required/ });
   await assert.rejects(sbx.runGene({}, { profile: 'ci', without: 'cgroups' }), { name: 'TypeError', message: /^runGene\(\): option "without" must be/ });
   await assert.rejects(sbx.showChanges('caaaaaaaa', { maxOutput: 'lots' }), { name: 'TypeError', message: /^showChanges\(\): option "maxOutput"/ });
+});
+
+test('what is checked is what is used: flag-like values, prototypes, getters, commas and "=" in names', async (t) => {
+  const fx = h.fixture('variants', { 'show.sh': 'echo "home=$HOME"\n' });
+  t.after(fx.cleanup);
+  const o = { profile: fx.profile, repo: fx.repo };
+  // A value that looks like a flag stays the value of its own flag: `--repo=--help` is a
+  // directory that does not exist (125), not `--repo --help` printing the help (exit 0).
+  for (const [key, value] of [['repo', '--help'], ['profile', '--version'], ['caCerts', '--help']]) {
+    const r = await sbx.run(['true'], { ...o, [key]: value });
+    assert.equal(r.exitCode, 125, `${key}: ${value}: ${r.stdout}${r.stderr}`);
+    assert.doesNotMatch(r.stdout, /Usage:|^sandbox-run \d/m);
+  }
+  // Keys on Object.prototype are never read as options.
+  Object.prototype.args = ['--memory', 'lots'];
+  try {
+    const r = await sbx.run(['true'], o);
+    assert.equal(r.exitCode, 0, r.stderr);
+  } finally {
+    delete Object.prototype.args;
+  }
+  // A class instance (or any object whose prototype holds options) is refused, not half read.
+  class Opts {
+    constructor() {
+      this.profile = fx.profile;
+    }
+    get home() {
+      return 'persist';
+    }
+  }
+  await assert.rejects(sbx.run(['true'], new Opts()), { name: 'TypeError', message: /options must be a plain object/ });
+  // A getter is read once: the value checked is the value passed.
+  let reads = 0;
+  const tricky = {
+    ...o,
+    get home() {
+      reads += 1;
+      return reads === 1 ? 'tmp' : 'bogus';
+    },
+  };
+  const r = await sbx.run(['sh', './show.sh'], tricky);
+  assert.equal(r.exitCode, 0, r.stderr);
+  assert.equal(reads, 1);
+  // A host with a comma would be two hosts the secret goes to; a KEY with "=" another variable.
+  await assert.rejects(sbx.run(['true'], { ...o, secrets: { NPM_T_SECRET: 'api.example.com,evil.example' } }), {
+    name: 'TypeError',
+    message: /option "secrets" must be .*no ',' in a host/,
+  });
+  await assert.rejects(sbx.run(['true'], { ...o, secrets: { 'NPM_T_SECRET=x': 'api.example.com' } }), { name: 'TypeError' });
+  await assert.rejects(sbx.run(['true'], { ...o, setEnv: { 'PATH=/tmp/evil:/usr/bin MORE': 'x' } }), {
+    name: 'TypeError',
+    message: /option "setEnv" must be .*no "=" in a KEY/,
+  });
+  await assert.rejects(sbx.run(['true'], { ...o, [Symbol('timeout')]: 5 }), { name: 'TypeError', message: /unknown option Symbol\(timeout\)/ });
+  const hidden = { ...o };
+  Object.defineProperty(hidden, 'timout', { value: 5, enumerable: false });
+  await assert.rejects(sbx.run(['true'], hidden), { name: 'TypeError', message: /unknown option "timout"/ });
 });
 
 test('undefined counts as not given', async (t) => {
