@@ -27,43 +27,35 @@ export interface CommonOptions {
   maxOutput?: number;
 }
 
-export interface RunOptions extends CommonOptions {
-  /** Profile name (validate, ci, adapter, ...) or path to a .toml file. Required. */
+/** A layer `without` may name. */
+export type Layer = 'cgroup' | 'landlock' | 'seccomp' | 'namespaces';
+
+/** The options `run` and `runGene` share (flags of both `sandbox-run run` and `validate`). */
+export interface SandboxOptions extends CommonOptions {
+  /** --profile: a profile name (validate, ci, adapter, ...) or the path of a .toml file. Required. */
   profile: string;
   /** --repo: the repository the command works on. */
   repo?: string;
-  /** --timeout: at the deadline every process of the sandbox gets SIGTERM, then SIGKILL (exit 124). */
+  /** --timeout: at the deadline every process of the sandbox gets SIGTERM, then SIGKILL (exit 124).
+   * For runGene, each command's. */
   timeout?: Duration;
-  /** --kill-grace: from SIGTERM to SIGKILL at a timeout or an abort (default 5 s). */
-  killGrace?: Duration;
-  /** --memory ("512M", "2G"), --cpus, --pids. */
-  memory?: string;
-  cpus?: number | string;
-  pids?: number;
-  /** --net */
-  net?: 'none' | 'filtered' | 'host';
-  /** --allow-host, each. */
-  allowHost?: string | string[];
-  /** --keep-env NAME, each (harmless names; the value comes from process.env by default). */
-  keepEnv?: string[];
-  /** --pass-env NAME, each (secret-looking names, passed by name, never on a command line). */
-  passEnv?: string[];
-  /** --env KEY=VALUE, each: set inside the sandbox. Never put a secret here (command lines are public). */
-  setEnv?: Record<string, string>;
+  /** --without, each: run without that layer where this host or user cannot give it (it is
+   * then listed under the report's `sandbox.degraded`); where the host has it, it is used. */
+  without?: Layer | Layer[];
   /** --secret NAME=HOST,...: the value stays outside; the proxy puts it in requests to HOST only. */
   secrets?: Record<string, string | string[]>;
-  /** The command's stdin (--stdin -). Without it, stdin is /dev/null. */
-  stdin?: string | Buffer | Uint8Array | Readable;
-  /** --capture: output passes through sandbox-run ([limits] output enforced, tails in the report). */
-  capture?: boolean;
+  /** --secret-file, each: NAME=VALUE lines giving the secrets' values (the caller's own file, chmod 600). */
+  secretFile?: string | string[];
   /** --changes: what becomes of the run's writes to the repo. */
   changes?: 'apply' | 'keep' | 'discard';
   /** --with-changes ID: the kept changeset laid over the repo, copy-on-write. */
   withChanges?: string;
+  /** -v (true or 1), -vv (2), -vvv (3): more of sandbox-run's log in `stderr`. */
+  verbose?: boolean | 0 | 1 | 2 | 3;
+  /** --quiet: only errors on sandbox-run's stderr. */
+  quiet?: boolean;
   /** Any other sandbox-run flags, put before `--`. */
-  args?: string[];
-  /** Slack past timeout + killGrace before the call stops sandbox-run itself (default 5000 ms). */
-  slackMs?: number;
+  args?: string | string[];
   /** Called with the sandbox-run ChildProcess right after the spawn. */
   onSpawn?: (child: ChildProcess) => void;
   /** Called with each chunk of output as it arrives (it is also kept in the result). */
@@ -71,19 +63,51 @@ export interface RunOptions extends CommonOptions {
   onStderr?: (chunk: Buffer) => void;
 }
 
-export interface GeneOptions extends CommonOptions {
-  profile: string;
-  repo?: string;
-  /** --timeout for each command of the gene. */
-  timeout?: Duration;
-  secrets?: Record<string, string | string[]>;
-  changes?: 'apply' | 'keep' | 'discard';
-  withChanges?: string;
-  args?: string[];
-  onSpawn?: (child: ChildProcess) => void;
-  onStdout?: (chunk: Buffer) => void;
-  onStderr?: (chunk: Buffer) => void;
+/** The options of `run`: each is a flag of `sandbox-run run`. An unknown key, or a value of
+ * the wrong type, is a TypeError. */
+export interface RunOptions extends SandboxOptions {
+  /** --kill-grace: from SIGTERM to SIGKILL at a timeout or an abort (default 5 s). */
+  killGrace?: Duration;
+  /** --memory: "512M", "2G", or a number of bytes. */
+  memory?: string | number;
+  /** --cpus: CPUs, fractions allowed. */
+  cpus?: number | string;
+  /** --pids: processes and threads of the whole sandbox. */
+  pids?: number;
+  /** --net */
+  net?: 'none' | 'filtered' | 'host';
+  /** --allow-host, each. */
+  allowHost?: string | string[];
+  /** --allow-program, each: a program the gate allows for this run beside the profile's
+   * (needs a sandbox-run that has the flag: `npx sandbox-run run --help`). */
+  allowProgram?: string | string[];
+  /** --home: $HOME a private tmpfs gone after the run, or kept per user and profile. */
+  home?: 'tmp' | 'persist';
+  /** --keep-env NAME, each (harmless names; the value comes from process.env by default). */
+  keepEnv?: string | string[];
+  /** --pass-env NAME, each (secret-looking names, passed by name, never on a command line). */
+  passEnv?: string | string[];
+  /** --env KEY=VALUE, each: set inside the sandbox. Never put a secret here (command lines are public). */
+  setEnv?: Record<string, string>;
+  /** --env-file, each: NAME=VALUE lines set inside (the caller's own file, chmod 600). */
+  envFile?: string | string[];
+  /** The command's stdin (--stdin -). Without it (and without stdinFile), stdin is /dev/null. */
+  stdin?: string | Buffer | Uint8Array | Readable;
+  /** --stdin FILE: sandbox-run feeds the command's stdin from FILE. Not with `stdin`. */
+  stdinFile?: string;
+  /** --ca-certs: a CA bundle (PEM) trusted inside beside the system roots; outside the repo,
+   * not writable by other users. */
+  caCerts?: string;
+  /** --capture: the last 64 KiB of stdout and stderr also in the report. */
+  capture?: boolean;
+  /** --timings: how long each setup step took, on sandbox-run's stderr. */
+  timings?: boolean;
+  /** Slack past timeout + killGrace before the call stops sandbox-run itself (default 5000 ms). */
+  slackMs?: number;
 }
+
+/** The options of `runGene`: each is a flag of `sandbox-run validate`. */
+export type GeneOptions = SandboxOptions;
 
 /** The report's status of a command. */
 export type Status = 'ok' | 'failed' | 'signaled' | 'timeout' | 'oom' | 'denied' | 'not_found' | 'sandbox_error';
@@ -157,6 +181,7 @@ export function showChanges(id: string, options?: CommonOptions): Promise<Manife
 export function diffChanges(id: string, options?: CommonOptions): Promise<string>;
 export function applyChanges(id: string, options?: CommonOptions): Promise<void>;
 export function dropChanges(id: string, options?: CommonOptions): Promise<void>;
+/** The options of the `changes` functions are the common ones only (an unknown key is a TypeError). */
 export function changesCommand(
   args: string[],
   options?: CommonOptions,

@@ -10,6 +10,7 @@ const { constants } = require('node:os');
 const platform = require('./lib/platform');
 const { hostEnv, DEFAULT_NAMES } = require('./lib/env');
 const { runProcess, DEFAULT_KILL_GRACE_MS, DEADLINE_SLACK_MS } = require('./lib/spawn');
+const { checkOptions, CHANGESET_ID } = require('./lib/options');
 
 {
   const why = platform.unsupported();
@@ -50,24 +51,15 @@ class SandboxRunError extends Error {
 }
 
 // ---- options to flags ----
+// The options were checked (lib/options.js) before any of this runs: each given one has its
+// type. Each value goes in the flag's own word (`--repo=DIR`), so that no value, whatever it
+// starts with, is read as a flag of its own (`repo: '--help'` is a directory named --help).
 
-function strings(v, what) {
-  if (v === undefined || v === null) return [];
-  const a = Array.isArray(v) ? v : [v];
-  for (const s of a) {
-    if (typeof s !== 'string') throw new TypeError(`${what} holds strings only`);
-  }
-  return a;
-}
+const list = (v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
 
 /** A duration flag: a number of milliseconds, or sandbox-run's own form (`90s`, `5m`). */
-function duration(v, what) {
-  if (typeof v === 'number') {
-    if (!Number.isFinite(v) || v <= 0) throw new TypeError(`${what} must be a positive number of ms`);
-    return `${Math.ceil(v)}ms`;
-  }
-  if (typeof v === 'string' && v !== '') return v;
-  throw new TypeError(`${what} must be a number of ms or a duration such as "90s"`);
+function duration(v) {
+  return typeof v === 'number' ? `${Math.ceil(v)}ms` : v;
 }
 
 /** Milliseconds of a duration flag, or null when it is not one this code reads. */
@@ -80,50 +72,64 @@ function millis(flag) {
 
 /** `--secret NAME=HOST,HOST` for each of { NAME: HOST | [HOST...] }. */
 function secretFlags(secrets) {
-  const out = [];
-  for (const [name, hosts] of Object.entries(secrets || {})) {
-    const list = strings(hosts, `secrets.${name}`);
-    if (list.length === 0) throw new TypeError(`secrets.${name} names no host`);
-    out.push('--secret', `${name}=${list.join(',')}`);
-  }
-  return out;
+  return Object.entries(secrets || {}).map(([name, hosts]) => `--secret=${name}=${list(hosts).join(',')}`);
 }
 
 function checkId(id) {
-  if (typeof id !== 'string' || !/^c[a-z2-7]{8}$/.test(id)) {
+  if (typeof id !== 'string' || !CHANGESET_ID.test(id)) {
     throw new TypeError(`${JSON.stringify(id)} is not a changeset ID (c and 8 of a-z2-7)`);
   }
   return id;
 }
 
+function requireProfile(what, o) {
+  if (o.profile === undefined) throw new TypeError(`${what}(): option "profile" is required (a profile name or a .toml path)`);
+}
+
+/** The flags `run` and `validate` share, in front of the ones of each. */
+function sharedFlags(o) {
+  const a = [];
+  if (o.verbose) a.push(`-${'v'.repeat(o.verbose === true ? 1 : o.verbose)}`);
+  if (o.quiet) a.push('--quiet');
+  a.push(`--profile=${o.profile}`);
+  if (o.repo !== undefined) a.push(`--repo=${o.repo}`);
+  if (o.timeout !== undefined) a.push(`--timeout=${duration(o.timeout)}`);
+  for (const l of list(o.without)) a.push(`--without=${l}`);
+  a.push(...secretFlags(o.secrets));
+  for (const f of list(o.secretFile)) a.push(`--secret-file=${f}`);
+  if (o.changes !== undefined) a.push(`--changes=${o.changes}`);
+  if (o.withChanges !== undefined) a.push(`--with-changes=${o.withChanges}`);
+  return a;
+}
+
 /** The flags of `run` that come from options, in front of `--`. */
 function runFlags(o, reportFile) {
-  if (!o.profile || typeof o.profile !== 'string') throw new TypeError('options.profile is required');
-  const a = ['--profile', o.profile];
-  if (o.repo) a.push('--repo', o.repo);
-  if (o.timeout !== undefined) a.push('--timeout', duration(o.timeout, 'timeout'));
-  if (o.killGrace !== undefined) a.push('--kill-grace', duration(o.killGrace, 'killGrace'));
-  if (o.memory !== undefined) a.push('--memory', String(o.memory));
-  if (o.cpus !== undefined) a.push('--cpus', String(o.cpus));
-  if (o.pids !== undefined) a.push('--pids', String(o.pids));
-  if (o.net) a.push('--net', o.net);
-  for (const h of strings(o.allowHost, 'allowHost')) a.push('--allow-host', h);
-  for (const n of strings(o.keepEnv, 'keepEnv')) a.push('--keep-env', n);
-  for (const n of strings(o.passEnv, 'passEnv')) a.push('--pass-env', n);
-  for (const [k, v] of Object.entries(o.setEnv || {})) a.push('--env', `${k}=${v}`);
-  a.push(...secretFlags(o.secrets));
-  if (o.stdin !== undefined && o.stdin !== null) a.push('--stdin', '-');
+  const a = sharedFlags(o);
+  if (o.killGrace !== undefined) a.push(`--kill-grace=${duration(o.killGrace)}`);
+  if (o.memory !== undefined) a.push(`--memory=${o.memory}`);
+  if (o.cpus !== undefined) a.push(`--cpus=${o.cpus}`);
+  if (o.pids !== undefined) a.push(`--pids=${o.pids}`);
+  if (o.net !== undefined) a.push(`--net=${o.net}`);
+  for (const h of list(o.allowHost)) a.push(`--allow-host=${h}`);
+  for (const p of list(o.allowProgram)) a.push(`--allow-program=${p}`);
+  if (o.home !== undefined) a.push(`--home=${o.home}`);
+  for (const n of list(o.keepEnv)) a.push(`--keep-env=${n}`);
+  for (const n of list(o.passEnv)) a.push(`--pass-env=${n}`);
+  for (const [k, v] of Object.entries(o.setEnv || {})) a.push(`--env=${k}=${v}`);
+  for (const f of list(o.envFile)) a.push(`--env-file=${f}`);
+  if (o.stdin !== undefined) a.push('--stdin=-');
+  if (o.stdinFile !== undefined) a.push(`--stdin=${o.stdinFile}`);
+  if (o.caCerts !== undefined) a.push(`--ca-certs=${o.caCerts}`);
   if (o.capture) a.push('--capture');
-  if (o.changes) a.push('--changes', o.changes);
-  if (o.withChanges) a.push('--with-changes', checkId(o.withChanges));
-  a.push(...strings(o.args, 'args'));
-  a.push('--report', reportFile);
+  if (o.timings) a.push('--timings');
+  a.push(...list(o.args));
+  a.push(`--report=${reportFile}`);
   return a;
 }
 
 /** The names a call asks sandbox-run to take from the caller's environment. */
 function namesAskedFor(o) {
-  return [...strings(o.keepEnv, 'keepEnv'), ...strings(o.passEnv, 'passEnv'), ...Object.keys(o.secrets || {})];
+  return [...list(o.keepEnv), ...list(o.passEnv), ...Object.keys(o.secrets || {})];
 }
 
 // ---- the calls ----
@@ -151,7 +157,7 @@ async function call(args, reportFile, o, deadlineMs) {
     cwd: o.cwd,
     stdin: o.stdin,
     maxOutput: o.maxOutput ?? DEFAULT_MAX_OUTPUT,
-    killGraceMs: o.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : millis(duration(o.killGrace, 'killGrace')),
+    killGraceMs: o.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : millis(duration(o.killGrace)),
     deadlineMs,
     signal: o.signal,
     onSpawn: o.onSpawn,
@@ -190,17 +196,20 @@ async function call(args, reportFile, o, deadlineMs) {
  * Resolves to { exitCode, signal, status, stdout, stderr, report, ... } whatever the command
  * did; see index.d.ts for every option and field.
  */
-async function run(argv, options = {}) {
-  if (!Array.isArray(argv) || argv.length === 0) throw new TypeError('argv must be a non-empty array of strings');
-  strings(argv, 'argv');
+async function run(argv, options) {
+  if (!Array.isArray(argv) || argv.length === 0 || !argv.every((w) => typeof w === 'string')) {
+    throw new TypeError('run(): argv must be a non-empty array of strings (one word each, never a shell line)');
+  }
+  options = checkOptions('run', 'run', options);
+  requireProfile('run', options);
   const s = scratch();
   try {
     const reportFile = s.file('report.json');
     const args = [...runFlags(options, reportFile), '--', ...argv];
     let deadlineMs;
-    const t = options.timeout === undefined ? null : millis(duration(options.timeout, 'timeout'));
+    const t = options.timeout === undefined ? null : millis(duration(options.timeout));
     if (t !== null) {
-      const grace = options.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : millis(duration(options.killGrace, 'killGrace'));
+      const grace = options.killGrace === undefined ? DEFAULT_KILL_GRACE_MS : millis(duration(options.killGrace));
       deadlineMs = t + (grace ?? DEFAULT_KILL_GRACE_MS) + (options.slackMs ?? DEADLINE_SLACK_MS);
     }
     const o = { ...options, env: hostEnv(options.env, namesAskedFor(options)) };
@@ -216,8 +225,9 @@ async function run(argv, options = {}) {
  * object, or the path of its JSON file. Resolves like run(); `report` is the ValidationReport
  * (one entry per command under `results`), `ok` its verdict.
  */
-async function runGene(gene, options = {}) {
-  if (!options.profile || typeof options.profile !== 'string') throw new TypeError('options.profile is required');
+async function runGene(gene, options) {
+  options = checkOptions('runGene', 'runGene', options);
+  requireProfile('runGene', options);
   const s = scratch();
   try {
     let geneFile;
@@ -227,16 +237,10 @@ async function runGene(gene, options = {}) {
       geneFile = s.file('gene.json');
       fs.writeFileSync(geneFile, JSON.stringify(gene), { mode: 0o600 });
     } else {
-      throw new TypeError('gene must be a gene object or the path of its JSON file');
+      throw new TypeError('runGene(): gene must be a gene object or the path of its JSON file');
     }
     const reportFile = s.file('report.json');
-    const a = ['validate', '--profile', options.profile, '--gene', geneFile];
-    if (options.repo) a.push('--repo', options.repo);
-    if (options.timeout !== undefined) a.push('--timeout', duration(options.timeout, 'timeout'));
-    a.push(...secretFlags(options.secrets));
-    if (options.changes) a.push('--changes', options.changes);
-    if (options.withChanges) a.push('--with-changes', checkId(options.withChanges));
-    a.push(...strings(options.args, 'args'), '--report', reportFile);
+    const a = ['validate', ...sharedFlags(options), `--gene=${geneFile}`, ...list(options.args), `--report=${reportFile}`];
     const o = { ...options, stdin: undefined, env: hostEnv(options.env, Object.keys(options.secrets || {})) };
     const r = await call(a, reportFile, o, undefined);
     return { ...r, ok: Boolean(r.report && r.report.ok) };
@@ -251,8 +255,12 @@ async function runGene(gene, options = {}) {
  * `sandbox-run changes ARGS...` as it is: resolves to { exitCode, stdout, stderr } (rejects
  * only when the binary cannot start). The functions below are built on it.
  */
-async function changesCommand(args, options = {}) {
-  const run = await runProcess(binPath(options.bin), ['changes', ...strings(args, 'args')], {
+async function changesCommand(args, options) {
+  if (!Array.isArray(args) || !args.every((w) => typeof w === 'string')) {
+    throw new TypeError('changesCommand(): args must be an array of strings');
+  }
+  options = checkOptions('changesCommand', 'changes', options);
+  const run = await runProcess(binPath(options.bin), ['changes', ...args], {
     env: hostEnv(options.env),
     cwd: options.cwd,
     maxOutput: options.maxOutput ?? DEFAULT_MAX_OUTPUT,
@@ -271,13 +279,15 @@ async function changesOrThrow(what, args, options) {
 }
 
 /** A kept changeset's manifest (`changes show ID --json`), parsed. */
-async function showChanges(id, options = {}) {
+async function showChanges(id, options) {
+  checkOptions('showChanges', 'changes', options);
   const r = await changesOrThrow(`show ${id}`, ['show', checkId(id), '--json'], options);
   return JSON.parse(r.stdout);
 }
 
 /** Every kept changeset of this user: [{ id, manifest }] oldest first ({ id, error } if unreadable). */
-async function listChanges(options = {}) {
+async function listChanges(options) {
+  checkOptions('listChanges', 'changes', options);
   const r = await changesOrThrow('list', ['list'], options);
   const ids = r.stdout
     .split('\n')
@@ -296,17 +306,20 @@ async function listChanges(options = {}) {
 }
 
 /** A unified diff of a kept changeset against the repo as it is now. */
-async function diffChanges(id, options = {}) {
+async function diffChanges(id, options) {
+  checkOptions('diffChanges', 'changes', options);
   return (await changesOrThrow(`diff ${id}`, ['diff', checkId(id)], options)).stdout;
 }
 
 /** Apply a kept changeset to its repo, all or nothing; rejects (SandboxRunError) when refused. */
-async function applyChanges(id, options = {}) {
+async function applyChanges(id, options) {
+  checkOptions('applyChanges', 'changes', options);
   await changesOrThrow(`apply ${id}`, ['apply', checkId(id)], options);
 }
 
 /** Throw a kept changeset away. */
-async function dropChanges(id, options = {}) {
+async function dropChanges(id, options) {
+  checkOptions('dropChanges', 'changes', options);
   await changesOrThrow(`drop ${id}`, ['drop', checkId(id)], options);
 }
 

@@ -176,7 +176,7 @@ test('a missing binary rejects with the spawn error; malformed calls throw TypeE
   t.after(fx.cleanup);
   await assert.rejects(sbx.run(['true'], { profile: fx.profile, bin: path.join(fx.dir, 'nope') }), { code: 'ENOENT' });
   await assert.rejects(sbx.run('true', { profile: fx.profile }), TypeError);
-  await assert.rejects(sbx.run(['true'], {}), /profile is required/);
+  await assert.rejects(sbx.run(['true'], {}), /option "profile" is required/);
   await assert.rejects(sbx.diffChanges('--json'), /not a changeset ID/);
 });
 
