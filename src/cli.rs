@@ -33,7 +33,9 @@ pub enum Command {
     /// is gated first and one denial means nothing runs.
     Validate(ValidateArgs),
     /// What this kernel and user allow, what each shipped profile would lose, and how to fix it.
-    /// Exit 0 when every shipped profile can run with every layer, else 1.
+    /// Exit 0 when every shipped profile can run with every layer, else 1 (each missing layer
+    /// is a FAIL line); `advice` lines (host hardening the sandbox already covers, such as
+    /// dev.tty.legacy_tiocsti=1) are printed and leave the exit code 0.
     Doctor {
         /// One JSON object instead of text.
         #[arg(long)]
