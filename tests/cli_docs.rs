@@ -20,8 +20,8 @@ fn gen_docs() -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gen-docs.rs");
     let mtime = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
     assert!(
-        mtime(&p) >= mtime(&src) && mtime(&p) >= mtime(Path::new(BIN)),
-        "{} is older than its source or the binary: run `cargo build --locked --examples`",
+        mtime(&p) >= mtime(&src),
+        "{} is older than examples/gen-docs.rs: run `cargo build --locked --examples`",
         p.display()
     );
     p
