@@ -291,6 +291,52 @@ fn allow_program_runs_the_program_and_the_gate_still_holds() {
             .starts_with("denied by rule program-world-writable: "),
         "{r}"
     );
+    // ... also through a link from a safe place that leads into the repo ...
+    let links = f.path("links");
+    std::fs::create_dir_all(&links).unwrap();
+    std::os::unix::fs::symlink(repo.join("bin/sbx-in-repo"), links.join("sbx-link")).unwrap();
+    let mut c = sbx(
+        &repo,
+        &[
+            "check",
+            "--profile",
+            "validate",
+            "--allow-program",
+            "sbx-link",
+            "--",
+            "sbx-link",
+        ],
+    );
+    c.env("PATH", format!("{}:{path}", links.display()));
+    let r = run_command(c, LIMIT);
+    r.assert_code(126);
+    assert!(
+        r.stdout.starts_with("denied by rule program-in-repo: "),
+        "{r}"
+    );
+    // ... it joins the programs, not the wrapped list (env may run it, not run it for env) ...
+    let r = run_command(
+        sbx(
+            &repo,
+            &[
+                "check",
+                "--profile",
+                "validate",
+                "--allow-program",
+                "env",
+                "--",
+                "env",
+                "sleep",
+                "1",
+            ],
+        ),
+        LIMIT,
+    );
+    r.assert_code(126);
+    assert!(
+        r.stdout.starts_with("denied by rule wrapped-not-allowed: "),
+        "{r}"
+    );
     // ... and so do the argument rules of what it wraps (env's target is checked as node).
     let r = run_command(
         sbx(

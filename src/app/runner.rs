@@ -83,7 +83,16 @@ impl Runner<'_> {
             // answers (before anything forks: it moves this process).
             let host = crate::layers::cgroup::Host::detect_or_delegate(&mut notes);
             let made = host.and_then(|h| self.cgroup_leaf(&h, &limits));
-            leaf = self.cgroup_or_degraded(made)?;
+            leaf = match self.cgroup_or_degraded(made) {
+                Ok(leaf) => leaf,
+                Err(fail) => {
+                    // the refusal follows: -v says first what was asked of systemd
+                    for n in notes.iter().filter(|_| self.verbose > 0) {
+                        eprintln!("sandbox-run: {n}");
+                    }
+                    return Err(fail);
+                }
+            };
             if leaf.is_none() {
                 plan.degraded.push("cgroup".into());
             }

@@ -66,6 +66,9 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         })
         .collect();
     if let Some(first) = denied.first() {
+        if verbose > 0 {
+            eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
+        }
         let code = first.exit_code;
         eprintln!(
             "sandbox-run: gene {}: {} of {} commands denied; nothing ran",
