@@ -542,6 +542,19 @@ fn doctor_exits_0_on_advice_and_1_on_a_missing_layer() {
             "note: this host or user lacks a layer, so the exit-0 case is not seen here: {d}"
         );
     }
+    // `doctor --help` and the README say the same as the behaviour above.
+    let help = stdout(&run(&["doctor", "--help"], &[]));
+    assert!(
+        help.contains("Exit 0 when every shipped profile can run with every layer, else 1 (each missing layer is a FAIL line); `advice` lines (host hardening the sandbox already covers, such as dev.tty.legacy_tiocsti=1) are printed and leave the exit code 0."),
+        "{help}"
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        readme.contains("(exit 0 when every shipped profile runs with every layer, else 1: a missing layer is a `FAIL` line; host hardening the sandbox already covers, such as `tiocsti`, is an `advice` line that leaves the exit 0; `--json` gives each check's `severity`)"),
+        "README's doctor text no longer says what doctor does"
+    );
     // The FAIL case, made: no user namespace can be created below the test's own.
     let have_unshare = have("unshare") && have("setpriv");
     if !have_unshare {
