@@ -142,6 +142,13 @@ fn a_mistyped_profile_name_gets_did_you_mean() {
         Some("sandbox-run: did you mean --profile github-actions?"),
         "{r}"
     );
+    let r = go(&["profiles", "show", "adaptr"]);
+    r.assert_code(125);
+    assert_eq!(
+        r.stderr.lines().nth(1),
+        Some("sandbox-run: did you mean adapter?"),
+        "{r}"
+    );
     // Nothing close: one line, no guess.
     let r = go(&["check", "--profile", "zzzzzz", "--", "npm", "test"]);
     r.assert_code(125);

@@ -11,7 +11,7 @@ use std::ffi::OsString;
 pub(super) fn load_profile(name: &str) -> Result<Profile, Fail> {
     let loader = Loader::from_env();
     let profile = loader.load(name).map_err(|e| Fail {
-        hint: did_you_mean(&loader, name),
+        hint: did_you_mean(&loader, name, "--profile "),
         ..Fail::usage(e.0)
     })?;
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
@@ -24,7 +24,8 @@ pub(super) fn load_profile(name: &str) -> Result<Profile, Fail> {
 
 /// A bare NAME that is no profile here: the profiles whose names are closest to it (an
 /// edit or two away, or a prefix), as the second line of the error.
-fn did_you_mean(loader: &Loader, name: &str) -> Option<String> {
+/// `flag`: what goes before the name in the suggestion (`--profile `, or nothing).
+pub(super) fn did_you_mean(loader: &Loader, name: &str, flag: &str) -> Option<String> {
     let valid = |n: &str| {
         !n.is_empty()
             && n.bytes()
@@ -48,7 +49,7 @@ fn did_you_mean(loader: &Loader, name: &str) -> Option<String> {
     let best: Vec<String> = close
         .iter()
         .take(3)
-        .map(|(_, n)| format!("--profile {n}"))
+        .map(|(_, n)| format!("{flag}{n}"))
         .collect();
     (!best.is_empty()).then(|| format!("did you mean {}?", best.join(" or ")))
 }
