@@ -12,7 +12,7 @@
 //! reboot (again without root), every layer as root, then fewer layers.
 
 use crate::layers::cgroup::{self, Remedy};
-use crate::profile::{Loader, Profile, Requirement};
+use crate::profile::{Loader, Profile};
 use std::path::{Path, PathBuf};
 
 /// What decides which fixes can work here.
@@ -279,25 +279,44 @@ pub fn one_line(fixes: &[String]) -> String {
     format!("to fix, safest first: {}", numbered(fixes))
 }
 
-/// The refusal when `profile` requires the cgroup layer and `err` says there is none:
-/// one line, the error, why it is fatal, and what works here.
-pub fn cgroup_refusal(err: &cgroup::Error, profile: &Profile, facts: &Facts) -> String {
-    let profiles: Vec<&Profile> = if profile.layers.cgroup == Requirement::Required {
-        vec![profile]
-    } else {
-        vec![]
+/// The refusal when `profile` requires the cgroup layer and `err` says there is none: two
+/// short lines, what is missing and why it is fatal, then the quickest fix, the flag that
+/// runs without the layer, and `doctor`, which lists every fix that works here (with the
+/// profile to write) and the detection's details.
+pub fn cgroup_refusal(err: &cgroup::Error, profile: &Profile, facts: &Facts) -> [String; 2] {
+    let remedy = err.remedy();
+    let why = match remedy {
+        Remedy::V1Rootless => format!(
+            "uid {} cannot have one here (the controllers are on cgroup v1, which is root's)",
+            facts.uid
+        ),
+        Remedy::DelegateV2 => format!(
+            "uid {} cannot have one here (cgroup v2 delegates no subtree to it)",
+            facts.uid
+        ),
+        Remedy::UserControllers => format!(
+            "uid {}'s delegated cgroup lacks the memory, cpu or pids controller",
+            facts.uid
+        ),
+        Remedy::ReadOnly => "the cgroup filesystem is mounted read-only here".to_string(),
+        Remedy::Other => err.without_hint().to_string(),
     };
-    let fixes = cgroup_fixes(err, facts, &profiles);
-    let mut s = format!(
-        "{} (the cgroup layer is required by profile {})",
-        err.without_hint(),
+    let first = format!(
+        "profile {} requires the cgroup layer, but {why}",
         profile.name
     );
-    if !fixes.is_empty() {
-        s += "; ";
-        s += &one_line(&fixes);
-    }
-    s
+    let quick = match (remedy, &facts.user_manager) {
+        (Remedy::DelegateV2, Some(env)) => format!(
+            "{env}systemd-run --user --scope -p Delegate=yes sandbox-run ... (every layer), or "
+        ),
+        _ if facts.root || remedy == Remedy::ReadOnly => String::new(),
+        _ if facts.sudo => "sudo sandbox-run ... (every layer), or ".into(),
+        _ => "run it as root (every layer), or ".into(),
+    };
+    let second = format!(
+        "to run: {quick}add --without cgroup (no memory, CPU or process caps); every fix: sandbox-run doctor"
+    );
+    [first, second]
 }
 
 #[cfg(test)]
@@ -455,22 +474,26 @@ mod tests {
     }
 
     #[test]
-    fn the_refusal_is_one_line_with_the_error_first() {
+    fn the_refusal_is_two_short_lines_and_a_pointer_to_doctor() {
         let e = v1_rootless();
-        let s = cgroup_refusal(&e, &validate(), &facts());
-        assert!(!s.contains('\n'), "{s}");
-        assert!(s.starts_with("cgroup: detect: no cgroup to be had"), "{s}");
-        assert!(
-            s.contains("(the cgroup layer is required by profile validate); to fix, safest first: 1) every layer, as root"),
-            "{s}"
+        let [first, second] = cgroup_refusal(&e, &validate(), &facts());
+        assert_eq!(
+            first,
+            "profile validate requires the cgroup layer, but uid 1001 cannot have one here (the controllers are on cgroup v1, which is root's)"
         );
-        assert!(
-            s.contains("; 2) run profile validate without the cgroup layer"),
-            "{s}"
+        assert_eq!(
+            second,
+            "to run: sudo sandbox-run ... (every layer), or add --without cgroup (no memory, CPU or process caps); every fix: sandbox-run doctor"
         );
+        let mut fa = facts();
+        fa.sudo = false;
+        let [_, second] = cgroup_refusal(&e, &validate(), &fa);
         assert!(
-            !s.contains("cannot be delegated safely: run"),
-            "the old hint is gone: {s}"
+            second.starts_with("to run: run it as root (every layer), or add --without cgroup"),
+            "{second}"
         );
+        for line in cgroup_refusal(&e, &validate(), &fa) {
+            assert!(line.len() <= 140 && !line.contains('\n'), "{line}");
+        }
     }
 }

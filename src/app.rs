@@ -20,11 +20,13 @@ pub use report_sink::usage_error_report;
 use crate::cli::{Cli, Command, ProfilesAction};
 use crate::exit::EXIT_SANDBOX_ERROR;
 
-/// A failure of sandbox-run itself: one line for stderr and the exit code.
+/// A failure of sandbox-run itself: one line for stderr and the exit code, and at most one
+/// more line saying what to do, when the first cannot say it briefly.
 #[derive(Debug)]
 pub struct Fail {
     pub code: i32,
     pub msg: String,
+    pub hint: Option<String>,
 }
 
 impl Fail {
@@ -32,6 +34,15 @@ impl Fail {
         Fail {
             code: EXIT_SANDBOX_ERROR,
             msg: msg.into(),
+            hint: None,
+        }
+    }
+
+    /// Both lines as one, for a report's `error`.
+    pub fn line(&self) -> String {
+        match &self.hint {
+            Some(h) => format!("{}; {h}", self.msg),
+            None => self.msg.clone(),
         }
     }
 }

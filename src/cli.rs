@@ -33,7 +33,10 @@ pub enum Command {
     /// is gated first and one denial means nothing runs.
     Validate(ValidateArgs),
     /// What this kernel and user allow, what each shipped profile would lose, and how to fix it.
-    /// Exit 0 when every shipped profile can run with every layer, else 1.
+    ///
+    /// Exit 0 when every shipped profile can run with every layer, else 1 (each missing layer
+    /// is a FAIL line); `advice` lines (host hardening the sandbox already covers, such as
+    /// dev.tty.legacy_tiocsti=1) are printed and leave the exit code 0.
     Doctor {
         /// One JSON object instead of text.
         #[arg(long)]
@@ -115,6 +118,11 @@ pub struct Target {
     /// but never run through a shell.
     #[arg(long, value_name = "STRING", conflicts_with = "argv")]
     pub command: Option<String>,
+    /// Allow NAME for this one command, beside the profile's own programs (repeatable): a
+    /// bare name, found through PATH and checked as the profile's programs are (refused inside
+    /// the repo or in a world-writable place); every other rule of the gate still applies.
+    #[arg(long = "allow-program", value_name = "NAME")]
+    pub allow_program: Vec<String>,
     /// The program and its arguments, after `--`.
     #[arg(
         last = true,

@@ -10,12 +10,32 @@ use crate::layers::cgroup;
 use crate::profile::{Profile, Requirement, BUILTIN};
 use serde::Serialize;
 
+/// What a check's finding means for the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Nothing to do.
+    Ok,
+    /// Worth fixing on the host, but no profile loses a layer over it: the sandbox already
+    /// covers it (TIOCSTI is refused by the seccomp filter) or only a report field or the
+    /// way a tree is killed depends on it. Printed; the exit code stays 0.
+    Advice,
+    /// A layer is missing: some profile cannot run with every layer. Exit 1.
+    Fail,
+}
+
+/// The checks whose failure takes a layer away from a profile (see [`judge`]); any other
+/// check that fails is advice.
+const LAYER_CHECKS: &[&str] = &["userns", "overlay", "landlock", "seccomp", "cgroup"];
+
 /// One probed fact.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     /// Stable key: `userns`, `landlock`, ...
     pub key: &'static str,
     pub ok: bool,
+    /// `ok`, `advice` (printed, exit 0) or `fail` (a layer is missing, exit 1).
+    pub severity: Severity,
     /// What was found, in words.
     pub found: String,
     /// The command or setting that fixes it, when not ok.
@@ -60,9 +80,15 @@ pub const REQUIREMENTS: &[(&str, &str, &str)] = &[
 ];
 
 fn check(key: &'static str, ok: bool, found: impl Into<String>, fix: Option<String>) -> Check {
+    let severity = match (ok, LAYER_CHECKS.contains(&key)) {
+        (true, _) => Severity::Ok,
+        (false, true) => Severity::Fail,
+        (false, false) => Severity::Advice,
+    };
     Check {
         key,
         ok,
+        severity,
         found: found.into(),
         fix: if ok { None } else { fix },
         fixes: Vec::new(),
@@ -493,15 +519,19 @@ pub fn judge(
 /// Human output; the exit code: see [`exit_code`].
 pub fn print(d: &Diagnosis) -> i32 {
     for c in &d.checks {
-        let mark = if c.ok { "ok  " } else { "FAIL" };
-        println!("{mark} {:<12} {}", c.key, c.found);
+        let mark = match c.severity {
+            Severity::Ok => "ok",
+            Severity::Advice => "advice",
+            Severity::Fail => "FAIL",
+        };
+        println!("{mark:<6} {:<12} {}", c.key, c.found);
         if !c.fixes.is_empty() {
-            println!("     {:<12} fix, safest first:", "");
+            println!("       {:<12} fix, safest first:", "");
             for (i, f) in c.fixes.iter().enumerate() {
-                println!("     {:<12} {}) {f}", "", i + 1);
+                println!("       {:<12} {}) {f}", "", i + 1);
             }
         } else if let Some(f) = &c.fix {
-            println!("     {:<12} fix: {f}", "");
+            println!("       {:<12} fix: {f}", "");
         }
     }
     println!();
@@ -513,15 +543,26 @@ pub fn print(d: &Diagnosis) -> i32 {
         } else {
             format!("cannot run: requires {}", p.missing_required.join(", "))
         };
-        println!("profile {:<10} {state}", p.profile);
+        println!("profile {:<14} {state}", p.profile);
     }
-    exit_code(d)
+    let code = exit_code(d);
+    println!(
+        "{}",
+        if code == 0 {
+            "verdict: every shipped profile runs with every layer (exit 0)"
+        } else {
+            "verdict: a shipped profile cannot run with every layer (exit 1)"
+        }
+    );
+    code
 }
 
-/// 0 when every check passed and every shipped profile runs fully, else 1: a script that runs
-/// `sandbox-run doctor` as a gate stops on any line it prints as FAIL.
+/// 0 when every shipped profile runs with every layer (no check is a FAIL), else 1: a script
+/// that runs `sandbox-run doctor` as a gate stops on any line it prints as FAIL, and never on
+/// advice.
 pub fn exit_code(d: &Diagnosis) -> i32 {
-    if d.checks.iter().all(|c| c.ok) && d.profiles.iter().all(|p| p.full) {
+    let failed = d.checks.iter().any(|c| c.severity == Severity::Fail);
+    if !failed && d.profiles.iter().all(|p| p.full) {
         0
     } else {
         1
@@ -546,7 +587,7 @@ mod tests {
     }
 
     #[test]
-    fn any_failed_check_or_degraded_profile_is_a_nonzero_exit() {
+    fn a_failed_layer_check_or_degraded_profile_is_a_nonzero_exit_advice_is_not() {
         let full = |p: &str| ProfileVerdict {
             profile: p.into(),
             full: true,
@@ -562,8 +603,15 @@ mod tests {
         assert_eq!(exit_code(&d), 0);
         d.checks
             .push(check("tiocsti", false, "dev.tty.legacy_tiocsti=1", None));
+        assert_eq!(d.checks[1].severity, Severity::Advice);
+        assert_eq!(exit_code(&d), 0, "advice the filter already covers exits 0");
+        for key in ["memory.peak", "cgroup.kill"] {
+            assert_eq!(check(key, false, "absent", None).severity, Severity::Advice);
+        }
+        d.checks.push(check("cgroup", false, "no cgroup", None));
+        assert_eq!(d.checks[2].severity, Severity::Fail);
         assert_eq!(exit_code(&d), 1, "a FAIL line exits 1");
-        d.checks.pop();
+        d.checks.truncate(1);
         d.profiles[0].full = false;
         assert_eq!(exit_code(&d), 1, "a degraded profile exits 1");
     }

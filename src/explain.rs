@@ -13,6 +13,52 @@ pub fn repo_line(ws: &Workspace) -> String {
     format!("repo {}: {}", ws.repo.display(), ws.why())
 }
 
+/// The first line of `-v`: the layers in force and what is degraded, in the words of the
+/// report's `sandbox` (`scripts/bench` prints the same from a report). `cgroup`: the version
+/// of the cgroup the run has, `None` for none; `abi`: the kernel's landlock ABI.
+pub fn layers_line(plan: &Plan, abi: u8, cgroup: Option<u8>) -> String {
+    let mut namespaces = Vec::new();
+    if plan.namespaces {
+        namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
+        if plan.net != crate::profile::NetMode::Host {
+            namespaces.push("net");
+        }
+        namespaces.push("cgroup");
+    }
+    let landlock = match &plan.landlock {
+        Some(_) if abi == 0 => "landlock none".to_string(),
+        Some(spec) => {
+            let missing = crate::layers::landlock::missing_at(abi, spec);
+            if missing.is_empty() {
+                format!("landlock ABI {abi} full")
+            } else {
+                format!("landlock ABI {abi} partial (no {})", missing.join(", no "))
+            }
+        }
+        None => "landlock none".to_string(),
+    };
+    let degraded = if plan.degraded.is_empty() {
+        "none".to_string()
+    } else {
+        plan.degraded.join(", ")
+    };
+    format!(
+        "layers: namespaces {}; repo {}; {landlock}; cgroup {}; seccomp {}; degraded: {degraded}",
+        if namespaces.is_empty() {
+            "none".to_string()
+        } else {
+            namespaces.join(",")
+        },
+        match plan.repo_mode {
+            crate::profile::RepoMode::Overlay => "overlay",
+            crate::profile::RepoMode::Rw => "rw",
+            crate::profile::RepoMode::Ro => "ro",
+        },
+        cgroup.map_or("none".to_string(), |v| format!("v{v}")),
+        if plan.seccomp { "allowlist" } else { "none" },
+    )
+}
+
 /// The lines of one planned run: uid, mounts, network, env. `abi`: the kernel's landlock ABI.
 pub fn plan_lines(plan: &Plan, abi: u8) -> Vec<String> {
     let mut out = vec![format!(

@@ -18,6 +18,9 @@ pub struct Report {
     pub id: String,
     pub gene_id: Option<String>,
     pub profile: String,
+    /// `--allow-program`: programs the gate allowed for this command beside the profile's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_programs: Vec<String>,
     pub repo: String,
     pub commands: Vec<String>,
     pub ok: bool,

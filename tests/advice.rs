@@ -1,8 +1,9 @@
 //! Advice that works on the host at hand.
 //!
 //! Where this user cannot have a cgroup (rootless on a cgroup v1 or hybrid host, or on v2
-//! without a delegated subtree), `validate` requires the cgroup layer and refuses. The refusal
-//! and `doctor` must name what works here, down to a profile that marks the layer best-effort;
+//! without a delegated subtree), `validate` requires the cgroup layer and refuses in two short
+//! lines that point to `doctor`, which must name what works here, down to a profile that
+//! marks the layer best-effort;
 //! and following that advice literally (run the command it prints, rerun with the profile it
 //! names) must make the run succeed, with the cgroup reported degraded.
 //!
@@ -81,36 +82,54 @@ fn advice_without_a_cgroup_names_a_profile_that_works_and_it_does() {
         return;
     }
     r.assert_code(125);
-    let line = r.stderr.trim_end();
-    assert_eq!(line.lines().count(), 1, "one line:\n{r}");
-    assert!(line.contains("cgroup"), "{r}");
-    // The three lines of the profile, named in the refusal itself.
+    // Two short lines: what is missing, then the quickest fixes and a pointer to doctor.
+    let lines: Vec<&str> = r.stderr.trim_end().lines().collect();
+    assert_eq!(lines.len(), 2, "two lines:\n{r}");
+    assert!(
+        lines[0].starts_with("sandbox-run: profile validate requires the cgroup layer, but "),
+        "{r}"
+    );
+    assert!(
+        lines[1].starts_with("sandbox-run: to run: ")
+            && lines[1].contains("add --without cgroup")
+            && lines[1].ends_with("every fix: sandbox-run doctor"),
+        "{r}"
+    );
+    for l in &lines {
+        assert!(
+            l.len() <= 160,
+            "a short line, not {} characters: {l}",
+            l.len()
+        );
+    }
+    // 2. doctor, which it points to, names every fix that works here, down to the three
+    // lines of a profile that marks the layer best-effort.
+    let d = run_command(cmd(&config, &repo, &["doctor"]), LIMIT);
+    let line = d
+        .stdout
+        .lines()
+        .find(|l| l.contains("then rerun with --profile "))
+        .unwrap_or_else(|| panic!("doctor names no profile to rerun with:\n{d}"))
+        .to_string();
     for l in [
         r#"'extends = "validate"'"#,
         "'[layers]'",
         r#"'cgroup = "best-effort"'"#,
     ] {
-        assert!(line.contains(l), "the refusal does not name {l}:\n{r}");
+        assert!(line.contains(l), "doctor does not name {l}:\n{d}");
     }
     // What cannot work here is not offered: no systemd-run without a reachable user manager.
     if !Path::new(&format!("/run/user/{uid}/systemd/private")).exists()
         && std::env::var_os("XDG_RUNTIME_DIR").is_none()
     {
-        assert!(!line.contains("systemd-run"), "{r}");
+        assert!(!d.stdout.contains("systemd-run"), "{d}");
+        assert!(!r.stderr.contains("systemd-run"), "{r}");
     }
     if !Path::new("/run/systemd/system").is_dir() {
-        assert!(!line.contains("unified_cgroup_hierarchy"), "{r}");
+        assert!(!d.stdout.contains("unified_cgroup_hierarchy"), "{d}");
     }
-    let write = between(line, "best-effort: ", ", then rerun with --profile ").to_string();
-    let profile = rerun_profile(line);
-
-    // 2. doctor gives the same fix.
-    let d = run_command(cmd(&config, &repo, &["doctor"]), LIMIT);
-    assert!(
-        d.stdout.contains(&write),
-        "doctor does not give the command {write:?}:\n{d}"
-    );
-    assert!(d.stdout.contains(&format!("--profile {profile}")), "{d}");
+    let write = between(&line, "best-effort: ", ", then rerun with --profile ").to_string();
+    let profile = rerun_profile(&line);
 
     // 3. Follow it literally: run the command it printed, then rerun with the profile.
     let mut sh = Command::new("/bin/sh");

@@ -168,8 +168,15 @@ fn without_a_manager_to_ask_the_refusal_is_unchanged() {
         stderr.contains("no delegated scope from systemd --user over D-Bus:"),
         "{stderr}"
     );
+    // the refusal's two short lines: what is missing, then the quickest fixes and doctor
     assert!(
-        stderr.contains("have root delegate a cgroup v2 subtree"),
+        stderr.contains("cannot have one here (cgroup v2 delegates no subtree to it)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "add --without cgroup (no memory, CPU or process caps); every fix: sandbox-run doctor"
+        ),
         "{stderr}"
     );
 }

@@ -134,7 +134,7 @@ fn hello_node_under_the_builtin_validate_profile() {
     if r.code == Some(125) && r.stderr.contains("cgroup") {
         // No cgroup for this user (rootless on a hybrid host): the refusal names the one flag
         // that runs the README's first command anyway, and with it the command works.
-        assert!(r.stderr.contains("rerun with --without cgroup"), "{r}");
+        assert!(r.stderr.contains("add --without cgroup"), "{r}");
         let w = readme(&["--without", "cgroup"]);
         w.assert_code(0);
         assert_eq!(tap_count(&w.stdout, "fail"), Some(0), "{w}");

@@ -82,12 +82,12 @@ fn without_cgroup_is_named_in_the_refusal_and_runs_degraded() {
         );
         return;
     }
-    // No cgroup for this user: refused, one line, naming the flag.
+    // No cgroup for this user: refused, two short lines, the second naming the flag.
     plain.run.assert_code(125);
     let line = plain.run.stderr.trim_end();
-    assert_eq!(line.lines().count(), 1, "one line:\n{plain}");
-    assert!(line.contains("cgroup"), "{plain}");
-    assert!(line.contains("rerun with --without cgroup"), "{plain}");
+    assert_eq!(line.lines().count(), 2, "two lines:\n{plain}");
+    assert!(line.contains("requires the cgroup layer"), "{plain}");
+    assert!(line.contains("add --without cgroup"), "{plain}");
     assert_eq!(
         plain_rep["results"][0]["status"], "sandbox_error",
         "{plain_rep}"

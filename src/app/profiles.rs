@@ -17,7 +17,10 @@ pub(super) fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
             }
         }
         ProfilesAction::Show { name } => {
-            let p = loader.load(&name).map_err(|e| Fail::usage(e.0))?;
+            let p = loader.load(&name).map_err(|e| Fail {
+                hint: super::resolve::did_you_mean(&loader, &name, ""),
+                ..Fail::usage(e.0)
+            })?;
             print!("{}", p.to_toml());
         }
     }

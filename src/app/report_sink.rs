@@ -24,6 +24,8 @@ pub struct Reporter {
     pub(super) commands: Vec<String>,
     /// The words of the failing command, for a failure's report.
     pub(super) argv: Vec<String>,
+    /// `--allow-program`: the programs this command was allowed beside the profile's.
+    pub(super) allowed_programs: Vec<String>,
     sink: Option<ReportSink>,
     /// The report path itself was refused: nothing can be written.
     refused: bool,
@@ -41,6 +43,7 @@ impl Reporter {
             gene_id: None,
             commands: Vec::new(),
             argv: Vec::new(),
+            allowed_programs: Vec::new(),
             sink: None,
             refused: false,
             written: false,
@@ -107,7 +110,7 @@ impl Reporter {
             }
         }
         let cmd = self.commands.first().cloned().unwrap_or_default();
-        let line = fail.msg.replace('\n', " ");
+        let line = fail.line().replace('\n', " ");
         let result = report::sandbox_failed(&cmd, &self.argv, &line);
         if let Err(e) = self.write(vec![result], None) {
             eprintln!("sandbox-run: {}", e.msg);
@@ -139,6 +142,7 @@ impl Reporter {
             } else {
                 self.profile.clone()
             },
+            allowed_programs: self.allowed_programs.clone(),
             repo: repo.display().to_string(),
             commands: self.commands.clone(),
             ok: !results.is_empty() && results.iter().all(|r| r.ok),

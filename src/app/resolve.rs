@@ -10,13 +10,122 @@ use std::ffi::OsString;
 
 pub(super) fn load_profile(name: &str) -> Result<Profile, Fail> {
     let loader = Loader::from_env();
-    let profile = loader.load(name).map_err(|e| Fail::usage(e.0))?;
+    let profile = loader.load(name).map_err(|e| Fail {
+        hint: did_you_mean(&loader, name, "--profile "),
+        ..Fail::usage(e.0)
+    })?;
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
         let env = |k: &str| std::env::var(k).ok();
         crate::profile::refuse_writable_places(&loader, &profile, &step_writable(), env)
             .map_err(|e| Fail::usage(e.0))?;
     }
     Ok(profile)
+}
+
+/// A bare NAME that is no profile here: the profiles whose names are closest to it (an
+/// edit or two away, or a prefix), as the second line of the error.
+/// `flag`: what goes before the name in the suggestion (`--profile `, or nothing).
+pub(super) fn did_you_mean(loader: &Loader, name: &str, flag: &str) -> Option<String> {
+    let valid = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if !valid(name) || name.ends_with(".toml") {
+        return None;
+    }
+    let names: Vec<String> = loader.list().into_iter().map(|(n, _)| n).collect();
+    if names.iter().any(|n| n == name) {
+        return None; // found, but broken: the error says why
+    }
+    let limit = if name.len() <= 4 { 1 } else { 2 };
+    let mut close: Vec<(usize, &String)> = names
+        .iter()
+        .map(|n| (edit_distance(name, n), n))
+        .filter(|(d, n)| *d <= limit || (name.len() >= 3 && n.starts_with(name)))
+        .collect();
+    close.sort();
+    close.dedup_by(|a, b| a.1 == b.1);
+    let best: Vec<String> = close
+        .iter()
+        .take(3)
+        .map(|(_, n)| format!("{flag}{n}"))
+        .collect();
+    (!best.is_empty()).then(|| format!("did you mean {}?", best.join(" or ")))
+}
+
+/// Levenshtein distance over bytes (profile names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// `--allow-program NAME`: NAME joins the profile's programs for this one command, so the
+/// gate finds and checks it exactly as one of the profile's own (and the toolchain binds
+/// see it too). Bare names only, as in a profile's `gate.programs`.
+pub(super) fn allow_programs(profile: &mut Profile, names: &[String]) -> Result<(), Fail> {
+    for n in names {
+        let bare = !n.is_empty()
+            && n != "."
+            && n != ".."
+            && !n.starts_with('-')
+            && n.chars()
+                .all(|c| c != '/' && !c.is_control() && !c.is_whitespace());
+        if !bare {
+            return Err(Fail::usage(format!(
+                "--allow-program {}: a bare program name is expected (found through PATH), not a path or an option",
+                crate::visible::text(n)
+            )));
+        }
+        if !profile.gate.programs.contains(n) {
+            profile.gate.programs.push(n.clone());
+        }
+    }
+    Ok(())
+}
+
+/// The second half of a "not on this profile's program list" refusal: the shipped profiles
+/// that allow the program, and the flag that allows it for one command.
+fn refusal_hint(v: &policy::Verdict) -> Option<String> {
+    if v.rule != "not-allowed" {
+        return None;
+    }
+    let word = v.word.as_deref()?;
+    let plain = word
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b));
+    if word.is_empty() || !plain {
+        return None;
+    }
+    let builtin = Loader { dirs: vec![] };
+    let allow: Vec<String> = crate::profile::BUILTIN
+        .iter()
+        .filter_map(|(name, _)| builtin.load(name).ok())
+        .filter(|p| p.gate.programs.iter().any(|p| p == word))
+        .map(|p| p.name)
+        .collect();
+    let by = match allow.as_slice() {
+        [] => "no shipped profile allows it".to_string(),
+        [one] => format!("profile {one} allows it (--profile {one})"),
+        many => format!("profiles {} allow it", many.join(", ")),
+    };
+    Some(format!(
+        "{by}; to allow it for this command only: --allow-program {word}"
+    ))
 }
 
 /// Where a sandboxed Actions step can write, as far as known before the profile is read:
@@ -112,7 +221,11 @@ pub(super) fn gate_in(target: &Target, profile: &Profile, ws: &Workspace) -> pol
         Some(c) => Input::Command(c),
         None => Input::Argv(&target.argv),
     };
-    policy::gate(&input, &profile.gate, &ctx)
+    let mut v = policy::gate(&input, &profile.gate, &ctx);
+    if let Some(hint) = refusal_hint(&v) {
+        v.reason = format!("{}; {hint}", v.reason);
+    }
+    v
 }
 
 /// `allowed: ...`, `denied by rule R: ...` or `not found (rule R): ...`, on one line, with the

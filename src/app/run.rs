@@ -3,7 +3,8 @@
 
 use super::report_sink::Reporter;
 use super::resolve::{
-    command_text, gate_in, load_profile_without, verdict_line, with_changes, workspace,
+    allow_programs, command_text, gate_in, load_profile_without, verdict_line, with_changes,
+    workspace,
 };
 use super::runner::Runner;
 use super::Fail;
@@ -34,15 +35,18 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
     let ws = workspace(args.target.repo.as_deref())?;
     // Before anything else happens: a report path that cannot be created costs nothing yet.
     rep.open(&ws)?;
-    if verbose > 0 {
-        eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
-    }
-    let profile = load_profile_without(&args.target.profile, &args.without)?;
+    let mut profile = load_profile_without(&args.target.profile, &args.without)?;
+    allow_programs(&mut profile, &args.target.allow_program)?;
     rep.profile = profile.name.clone();
+    rep.allowed_programs = args.target.allow_program.clone();
+
     let v = gate_in(&args.target, &profile, &ws);
     rep.argv = v.argv.clone();
     let cmd = command_text(&args.target);
     if !v.allowed() {
+        if verbose > 0 {
+            eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
+        }
         eprintln!("sandbox-run: {}", verdict_line(&v));
         rep.write(vec![report::gated(&cmd, &v)], None)?;
         return Ok(v.exit_code());
@@ -81,6 +85,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         verbose,
         profile: &profile,
         ws: &ws,
+        allowed_programs: &args.target.allow_program,
         overrides: crate::plan::Overrides {
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,

@@ -29,6 +29,8 @@ pub(super) struct Runner<'a> {
     pub(super) ws: &'a Workspace,
     pub(super) overrides: crate::plan::Overrides,
     pub(super) options: crate::supervisor::Options,
+    /// `--allow-program`: named by `-v`.
+    pub(super) allowed_programs: &'a [String],
 }
 
 impl Runner<'_> {
@@ -74,19 +76,23 @@ impl Runner<'_> {
         // after the fork, beside stage 2's namespace setup (`supervisor::run` calls `make`).
         let late = nix::unistd::geteuid().is_root() && crate::layers::cgroup::Host::v1_only();
         let mut leaf = None;
+        // How the cgroup was had (a scope asked of systemd --user): said after the layers.
+        let mut notes = Vec::new();
         if !late {
             // Not root and nothing delegated: a delegated scope from systemd --user, if it
             // answers (before anything forks: it moves this process).
-            let mut notes = Vec::new();
             let host = crate::layers::cgroup::Host::detect_or_delegate(&mut notes);
-            for n in &notes {
-                match self.verbose {
-                    0 => tracing::debug!("{n}"),
-                    _ => eprintln!("sandbox-run: {n}"),
-                }
-            }
             let made = host.and_then(|h| self.cgroup_leaf(&h, &limits));
-            leaf = self.cgroup_or_degraded(made).map_err(Fail::usage)?;
+            leaf = match self.cgroup_or_degraded(made) {
+                Ok(leaf) => leaf,
+                Err(fail) => {
+                    // the refusal follows: -v says first what was asked of systemd
+                    for n in notes.iter().filter(|_| self.verbose > 0) {
+                        eprintln!("sandbox-run: {n}");
+                    }
+                    return Err(fail);
+                }
+            };
             if leaf.is_none() {
                 plan.degraded.push("cgroup".into());
             }
@@ -94,8 +100,35 @@ impl Runner<'_> {
         plan.cgroup_self_join = late;
         let cgrouped = t0.elapsed() - planned;
         // (after the measurement: printing is not the cgroup's time)
-        if self.verbose > 0 {
-            for line in crate::explain::plan_lines(&plan, crate::layers::landlock::kernel_abi()) {
+        if self.verbose == 0 {
+            for n in &notes {
+                tracing::debug!("{n}");
+            }
+        } else {
+            let abi = crate::layers::landlock::kernel_abi();
+            // On v1 as root the leaf is made after the fork: that is the cgroup it will have
+            // (a failure to make it is a line of its own then).
+            let cgroup = match (&leaf, late) {
+                (Some(l), _) => Some(l.version().number()),
+                (None, true) => Some(1),
+                (None, false) => None,
+            };
+            eprintln!(
+                "sandbox-run: {}",
+                crate::explain::layers_line(&plan, abi, cgroup)
+            );
+            eprintln!("sandbox-run: {}", crate::explain::repo_line(self.ws));
+            for n in &notes {
+                eprintln!("sandbox-run: {n}");
+            }
+            if !self.allowed_programs.is_empty() {
+                eprintln!(
+                    "sandbox-run: gate: {} allowed for this command by --allow-program, beside profile {}'s programs",
+                    self.allowed_programs.join(", "),
+                    self.profile.name
+                );
+            }
+            for line in crate::explain::plan_lines(&plan, abi) {
                 eprintln!("sandbox-run: {line}");
             }
             if !late {
@@ -108,7 +141,7 @@ impl Runner<'_> {
         let mut make = || {
             let made =
                 crate::layers::cgroup::Host::detect().and_then(|h| self.cgroup_leaf(&h, &limits));
-            let made = self.cgroup_or_degraded(made)?;
+            let made = self.cgroup_or_degraded(made).map_err(|f| f.line())?;
             if self.verbose > 0 {
                 self.say_cgroup(made.as_ref(), &limits);
             }
@@ -300,13 +333,19 @@ impl Runner<'_> {
     fn cgroup_or_degraded(
         &self,
         r: Result<crate::layers::cgroup::Leaf, crate::layers::cgroup::Error>,
-    ) -> Result<Option<crate::layers::cgroup::Leaf>, String> {
+    ) -> Result<Option<crate::layers::cgroup::Leaf>, Fail> {
         match r {
             Ok(leaf) => Ok(Some(leaf)),
             Err(e) => match self.profile.layers.cgroup {
                 Requirement::Required => {
+                    // The detection's details, for -v (doctor prints them too).
+                    tracing::info!("{e}");
                     let facts = crate::advice::Facts::probe();
-                    Err(crate::advice::cgroup_refusal(&e, self.profile, &facts))
+                    let [msg, hint] = crate::advice::cgroup_refusal(&e, self.profile, &facts);
+                    Err(Fail {
+                        hint: Some(hint),
+                        ..Fail::usage(msg)
+                    })
                 }
                 Requirement::BestEffort => {
                     tracing::debug!("{e}");

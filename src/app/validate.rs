@@ -24,9 +24,6 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
     let ws = workspace(args.repo.as_deref())?;
     // Before anything else happens: a report path that cannot be created costs nothing yet.
     rep.open(&ws)?;
-    if verbose > 0 {
-        eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
-    }
     let gene = crate::gene::Gene::load(&args.gene).map_err(Fail::usage)?;
     rep.gene_id = Some(gene.id.clone());
     rep.commands = gene.validation.clone();
@@ -69,6 +66,9 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         })
         .collect();
     if let Some(first) = denied.first() {
+        if verbose > 0 {
+            eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
+        }
         let code = first.exit_code;
         eprintln!(
             "sandbox-run: gene {}: {} of {} commands denied; nothing ran",
@@ -102,6 +102,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         verbose,
         profile: &profile,
         ws: &ws,
+        allowed_programs: &[],
         overrides: crate::plan::Overrides {
             keep_paths: rep.keep_paths(&ws),
             carry,
@@ -127,7 +128,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
             Ok(r) => r,
             Err(fail) => {
                 // The commands that ran, then this one's failure.
-                results.push(report::sandbox_failed(cmd, &v.argv, &fail.msg));
+                results.push(report::sandbox_failed(cmd, &v.argv, &fail.line()));
                 if let Err(e) = rep.write(results, sandbox) {
                     eprintln!("sandbox-run: {}", e.msg);
                 }

@@ -183,8 +183,9 @@ pub fn run(plan: &FromPlan, layer: &std::os::fd::OwnedFd, mode: Mode, meta: &Met
             );
             match kept {
                 Ok(id) => {
-                    eprintln!(
-                        "sandbox-run: repo: the run's changes were kept as {id}, the repo is untouched: review them with `sandbox-run changes show {id}` or `changes diff {id}`, apply them with `sandbox-run changes apply {id}`"
+                    // Not an error: a log line, so that -q leaves it out.
+                    tracing::warn!(
+                        "repo: the run's changes were kept as {id}, the repo is untouched: review them with `sandbox-run changes show {id}` or `changes diff {id}`, apply them with `sandbox-run changes apply {id}`"
                     );
                     out.applied = Some(Applied::Kept);
                     out.changeset = Some(id);
