@@ -244,15 +244,80 @@ __sandbox_run_profiles() {
 /// fish: profile names after --profile (also before the command name: `run` is the default),
 /// and for `home` and `profiles show`.
 fn fish(script: &str) -> String {
-    let mut out = String::new();
+    // `run` is the default command, so its options may come before any command name: each of
+    // run's rules is given again under __fish_sandbox_run_implicit_run, which holds while no
+    // command name (nor `--`) has been typed, skipping the values of run's options.
+    const RUN: &str = "complete -c sandbox-run -n \"__fish_sandbox_run_using_subcommand run\" ";
+    let mut valued = Vec::new();
+    let mut implicit = String::new();
+    // A rule whose values carry descriptions spans several lines (inside double quotes).
+    let mut statements: Vec<String> = Vec::new();
     for line in script.lines() {
-        if line.contains(" -l profile ") && line.ends_with(" -r") {
-            out += &format!("{line} -f -a \"(__fish_sandbox_run_profiles)\"\n");
-        } else {
-            out += line;
-            out += "\n";
+        match statements.last_mut() {
+            Some(open) if open.matches('"').count() % 2 == 1 => {
+                open.push('\n');
+                open.push_str(line);
+            }
+            _ => statements.push(line.to_string()),
         }
     }
+    let mut out = String::new();
+    for line in statements {
+        let line = if line.contains(" -l profile ") && line.ends_with(" -r") {
+            format!("{line} -f -a \"(__fish_sandbox_run_profiles)\"")
+        } else {
+            line.to_string()
+        };
+        if let Some(rest) = line.strip_prefix(RUN) {
+            let words: Vec<&str> = rest.split(' ').collect();
+            if words.contains(&"-r") {
+                if let Some(w) = words.windows(2).find(|w| w[0] == "-l") {
+                    valued.push(format!("--{}", w[1]));
+                }
+            }
+            if !rest.contains(" -l help ")
+                && !rest.contains(" -l verbose ")
+                && !rest.contains(" -l quiet ")
+            {
+                implicit += &format!(
+                    "complete -c sandbox-run -n \"__fish_sandbox_run_implicit_run\" {rest}\n"
+                );
+            }
+        }
+        out += &line;
+        out += "\n";
+    }
+    assert!(
+        !valued.is_empty(),
+        "clap_complete's fish script changed shape"
+    );
+    out += &format!(
+        r#"
+# (added by examples/gen-docs.rs) true while the words typed hold no command name and no `--`:
+# `run` is then the command, implicitly
+function __fish_sandbox_run_implicit_run
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    set -l skip 0
+    for w in $cmd
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        switch $w
+            case {}
+                set skip 1
+            case '--*=*' '-?*'
+            case '*'
+                return 1
+        end
+    end
+    return 0
+end
+"#,
+        valued.join(" ")
+    );
+    out += &implicit;
     out += r#"
 # (added by examples/gen-docs.rs) the profiles reachable by name, and .toml files
 function __fish_sandbox_run_profiles
@@ -260,8 +325,6 @@ function __fish_sandbox_run_profiles
     $cmd[1] profiles list 2>/dev/null | string replace -r ' .*' ''
     __fish_complete_suffix .toml
 end
-# `run` is the default command: its --profile before any command name
-complete -c sandbox-run -n "__fish_sandbox_run_needs_command" -l profile -d 'Profile name or path to a .toml file (run is the default command)' -r -f -a "(__fish_sandbox_run_profiles)"
 complete -c sandbox-run -n "__fish_seen_subcommand_from home; and not __fish_seen_subcommand_from (__fish_sandbox_run_profiles)" -f -a "(__fish_sandbox_run_profiles)"
 complete -c sandbox-run -n "__fish_seen_subcommand_from show; and __fish_seen_subcommand_from profiles" -f -a "(__fish_sandbox_run_profiles)"
 "#;

@@ -1,8 +1,8 @@
 //! The man pages and shell completions `scripts/package-deb` ships, as a user meets them:
 //! `examples/gen-docs` writes them from the clap definition; the main page has the sections
 //! a reader looks for (EXIT STATUS with the README's exit codes, EXAMPLES, FILES,
-//! ENVIRONMENT), and bash's completion offers profile names where a profile goes, the
-//! subcommands, and the options of `run` (the default command), driven through bash itself.
+//! ENVIRONMENT), and the bash and fish completions offer profile names where a profile goes, the
+//! subcommands, and the options of `run` (the default command), driven through each shell.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -205,4 +205,65 @@ fn bash_completes_profiles_subcommands_and_the_options_of_run() {
         ["filtered"]
     );
     assert_eq!(complete(&["sandbox-run", "changes", "d"]), ["diff", "drop"]);
+}
+
+/// fish offers the same: profile names after `--profile` (with `run` implicit), driven through
+/// fish's own `complete -C`; zsh's script at least parses (zsh has no way to run a completion
+/// function without a line editor). Both shells are Debian packages `.ci/run` installs.
+#[test]
+fn fish_completes_profiles_and_the_zsh_script_parses() {
+    let path = format!(
+        "{}:/usr/bin:/bin",
+        Path::new(BIN).parent().unwrap().display()
+    );
+    let fish = |line: &str| -> Vec<String> {
+        // -i: `commandline`, which the completion functions read, works only interactively
+        let o = Command::new("fish")
+            .args(["--no-config", "-i", "-c"])
+            .arg("source $argv[1]; complete -C $argv[2]")
+            .arg(generated().join("completions/sandbox-run.fish"))
+            .arg(line)
+            .env("PATH", &path)
+            .env_remove("SANDBOX_RUN_PROFILE_PATH")
+            .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-test")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("fish is not installed: apt-get install fish (.ci/run does)");
+        assert!(
+            o.status.success(),
+            "fish: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap_or("").to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    // run implicit and explicit, a profile named like a command taken as a value, subcommands
+    assert_eq!(fish("sandbox-run --profile v"), ["validate"]);
+    assert_eq!(fish("sandbox-run -v run --profile v"), ["validate"]);
+    assert_eq!(fish("sandbox-run check --profile g"), ["github-actions"]);
+    assert_eq!(fish("sandbox-run --profile validate --net f"), ["filtered"]);
+    assert_eq!(
+        fish("sandbox-run --profile validate --allow-p"),
+        ["--allow-program"]
+    );
+    assert_eq!(fish("sandbox-run do"), ["doctor"]);
+    assert_eq!(fish("sandbox-run changes d"), ["diff", "drop"]);
+    assert!(
+        fish("sandbox-run profiles show c").contains(&"ci".to_string()),
+        "profiles show c: no `ci`"
+    );
+    let o = Command::new("zsh")
+        .arg("-n")
+        .arg(generated().join("completions/_sandbox-run"))
+        .output()
+        .expect("zsh is not installed: apt-get install zsh (.ci/run does)");
+    assert!(
+        o.status.success(),
+        "zsh -n: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
