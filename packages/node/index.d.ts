@@ -117,6 +117,8 @@ export interface Report {
   type: string;
   ok: boolean;
   profile?: string;
+  /** `allowProgram`: the programs the gate allowed for this command beside the profile's. */
+  allowed_programs?: string[];
   repo?: string;
   results: ReportResult[];
   sandbox: Record<string, unknown>;
