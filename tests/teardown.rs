@@ -227,3 +227,173 @@ setTimeout(() => ac.abort(), 500);
         survivors("ignore-term-sleep 33")
     );
 }
+
+/// The leftovers of killed runs are swept by the next run, and only those: a sandbox-run in
+/// another pid namespace (a container sharing this cgroup tree, a CI step under `unshare
+/// --pid`) cannot judge a leaf by the pid in its name, and must not take a live run's leaf for
+/// a leftover and kill it, in either direction. Its maker's lock on the leaf tells it apart.
+/// Control: a leaf made in a namespace whose maker is gone (no lock) is still swept, and its
+/// process killed, by the next run that can see that process.
+#[test]
+fn a_run_in_another_pid_namespace_leaves_a_live_runs_cgroup_alone() {
+    if !support::cgroup_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: a second pid namespace without a user namespace needs root");
+        return;
+    }
+    let base = support::scratch("teardown-pidns");
+    support::probe_profile(&base, "validate", "", "");
+    let args = |marker: &str| -> Vec<String> {
+        let mut v: Vec<String> = ["-q", "--profile"].map(String::from).to_vec();
+        v.push(base.join("p.toml").display().to_string());
+        v.push("--repo".into());
+        v.push(base.join("repo").display().to_string());
+        v.push("--".into());
+        v.push(probe().display().to_string());
+        v.extend(marker.split(' ').map(String::from));
+        v
+    };
+    // A run in a child pid namespace, its pid there above 4,000,000 (above most hosts'
+    // pid_max, rarely in use on the others), so that the number in its leaf's name is nobody
+    // on the host; a run on the host beside it.
+    let in_child = |marker: &str| {
+        let mut c = Command::new("unshare");
+        c.args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("echo 4000000 >/proc/sys/kernel/ns_last_pid && \"$@\"")
+        .arg("sh")
+        .arg(BIN)
+        .args(args(marker));
+        c
+    };
+    let on_host = |marker: &str| {
+        let mut c = Command::new(BIN);
+        c.args(args(marker));
+        c
+    };
+    let started = |marker: &str| {
+        let t = Instant::now();
+        loop {
+            if let Some(pid) = survivors(marker)
+                .iter()
+                .find(|s| s.contains(&format!(": {}", probe().display())))
+                .and_then(|s| s.split(':').next().map(String::from))
+            {
+                return pid;
+            }
+            assert!(
+                t.elapsed() < slack(10.0),
+                "{marker}: the probe never started"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for (live, other, case) in [
+        (
+            in_child("sleep 41"),
+            on_host("pid"),
+            "live in a child namespace, the other on the host",
+        ),
+        (
+            on_host("sleep 43"),
+            in_child("pid"),
+            "live on the host, the other in a child namespace",
+        ),
+    ] {
+        let (mut live, mut other) = (live, other);
+        let marker = if case.starts_with("live in") {
+            "sleep 41"
+        } else {
+            "sleep 43"
+        };
+        let mut run = live.stdout(Stdio::null()).spawn().unwrap();
+        started(marker);
+        let o = other.output().unwrap();
+        let still = run.try_wait().unwrap();
+        let _ = run.kill();
+        let _ = run.wait();
+        let t = Instant::now();
+        while probes(marker) > 0 && t.elapsed() < slack(5.0) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            o.status.success(),
+            "{case}: the other run: {:?} {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            still, None,
+            "{case}: the live run was ended by the other run"
+        );
+    }
+
+    // A leftover of a run from a pid namespace that is gone: a leaf named for another
+    // namespace, nobody holding it, a process inside. The next run on the host sweeps it.
+    let mut holder = on_host("sleep 44").spawn().unwrap();
+    let probe_pid = started("sleep 44");
+    let cg = std::fs::read_to_string(format!("/proc/{probe_pid}/cgroup")).unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let rel = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            (ctrl.split(',').any(|c| c == "pids") || ctrl.is_empty()).then(|| path.to_string())
+        })
+        .unwrap();
+    let mount = if Path::new("/sys/fs/cgroup/pids").is_dir() {
+        "/sys/fs/cgroup/pids"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    let leaf = PathBuf::from(format!("{mount}{rel}"));
+    let parent = leaf
+        .ancestors()
+        .find(|d| {
+            d.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("sandbox-run-"))
+        })
+        .and_then(|d| d.parent())
+        .unwrap_or_else(|| panic!("no sandbox-run leaf above {}", leaf.display()))
+        .to_path_buf();
+    let dead = parent.join("sandbox-run-7-0-4000000001");
+    let _ = std::fs::create_dir(&dead);
+    let mut orphan = Command::new("sleep").arg("42").spawn().unwrap();
+    std::fs::write(dead.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+    let next = on_host("pid").output().unwrap();
+    assert!(
+        next.status.success(),
+        "the next run: {}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    let t = Instant::now();
+    let swept = loop {
+        if let Some(s) = orphan.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed() > slack(5.0) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if swept.is_none() {
+        let _ = orphan.kill();
+        let _ = orphan.wait();
+    }
+    let _ = std::fs::remove_dir(&dead);
+    assert!(
+        swept.is_some() && !dead.exists(),
+        "a dead namespace's leftover leaf was not swept"
+    );
+}

@@ -127,15 +127,51 @@ pub(super) fn clk_tck() -> u64 {
 // Host
 
 /// The pid in a leaf name `<prefix><pid>-<n>`.
-pub(super) fn leaf_owner(name: &str, prefix: &str) -> Option<i32> {
+pub(super) fn leaf_owner(name: &str, prefix: &str) -> Option<Owner> {
     let rest = name.strip_prefix(prefix)?;
-    let (pid, n) = rest.split_once('-')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !(digits(pid) && digits(n)) {
+    let parts: Vec<&str> = rest.split('-').collect();
+    if !(2..=3).contains(&parts.len()) || !parts.iter().all(|p| digits(p)) {
         return None;
     }
-    pid.parse().ok().filter(|p| *p > 0)
+    let pid = parts[0].parse().ok().filter(|p| *p > 0)?;
+    let pidns = match parts.get(2) {
+        Some(ns) => Some(ns.parse().ok()?),
+        None => None,
+    };
+    Some(Owner { pid, pidns })
 }
+
+/// Who made a leaf, from its name `PREFIX<pid>-<n>[-<pid namespace>]`: the pid as its maker's
+/// pid namespace numbers it, and that namespace (the inode of `/proc/self/ns/pid`; absent in
+/// names made before it was recorded, which are taken to be this namespace's).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Owner {
+    pub pid: i32,
+    pub pidns: Option<u64>,
+}
+
+/// The pid namespace this process numbers pids in (0 when /proc cannot say).
+pub(super) fn own_pidns() -> u64 {
+    fs::metadata("/proc/self/ns/pid")
+        .map(|m| m.ino())
+        .unwrap_or(0)
+}
+
+/// An exclusive `flock` on a leaf directory, taken without waiting. Its maker holds one on each
+/// of its dirs for as long as it lives; the kernel drops it when the maker's last copy of the
+/// fd closes, which is when sandbox-run ends, however it ends, seen from any pid namespace.
+/// (Stage 2 closes every inherited fd first, so the sandbox never holds it.)
+pub(super) fn lock_leaf_dir(dir: &Path) -> io::Result<LeafLock> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| io::Error::from_raw_os_error(e as i32))
+}
+
+pub(super) type LeafLock = nix::fcntl::Flock<fs::File>;
 
 pub(super) fn mkdir_exist_ok(dir: &Path) -> Result<(), Error> {
     match fs::create_dir(dir) {

@@ -228,16 +228,43 @@ impl Host {
             };
             for entry in rd.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = leaf_owner(&name, self.leaf_prefix) {
-                    if !pid_alive(pid) && entry.path().is_dir() {
-                        names.insert(name);
+                if let Some(owner) = leaf_owner(&name, self.leaf_prefix) {
+                    if entry.path().is_dir() {
+                        names.insert((name, owner));
                     }
                 }
             }
         }
+        // Whether a leaf's maker is gone: a pid tells only in the pid namespace that numbered
+        // it (in another, the same number is someone else, or nobody, while the maker runs on:
+        // taking its leaf for a leftover kills a live sandbox). A leaf made in this namespace
+        // is stale when its pid is gone (a lock is not asked for: anyone who can read the dir
+        // could hold one and keep a dead run's processes alive). A leaf made in another is
+        // stale only when its maker's lock on every dir of it can be taken: the kernel dropped
+        // it when the maker ended.
+        let here = own_pidns();
         let mut removed = Vec::new();
         let mut first_err = None;
-        for name in names {
+        for (name, owner) in names {
+            let mut locks = Vec::new();
+            let ours = owner.pidns.is_none_or(|ns| ns == here);
+            if ours {
+                if pid_alive(owner.pid) {
+                    continue;
+                }
+            } else {
+                let mut held = false;
+                for p in &self.parents {
+                    match lock_leaf_dir(&p.dir.join(&name)) {
+                        Ok(l) => locks.push(l),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(_) => held = true,
+                    }
+                }
+                if held || locks.is_empty() {
+                    continue;
+                }
+            }
             let mut leaf = Leaf {
                 version: self.version,
                 dirs: self
@@ -252,6 +279,7 @@ impl Host {
                 limits: None,
                 plain: self.plain,
                 removed: false,
+                locks,
             };
             let dirs: Vec<PathBuf> = leaf.dirs.iter().map(|d| d.dir.clone()).collect();
             let killed = leaf.kill();
@@ -358,23 +386,48 @@ impl Host {
 
     pub(super) fn mkdir_leaf(&self, limits: Limits) -> Result<Leaf, Error> {
         let pid = std::process::id();
+        let pidns = own_pidns();
         'names: for _ in 0..1000 {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let name = format!("{}{pid}-{n}", self.leaf_prefix);
+            // The pid namespace in the name, so that a sandbox-run in another one (a
+            // container sharing this cgroup tree, a CI step under `unshare --pid`) does not
+            // judge this leaf by a pid it cannot see (remove_stale).
+            let name = match pidns {
+                0 => format!("{}{pid}-{n}", self.leaf_prefix),
+                ns => format!("{}{pid}-{n}-{ns}", self.leaf_prefix),
+            };
             let mut leaf = Leaf {
                 version: self.version,
                 dirs: Vec::new(),
                 limits: Some(limits),
                 plain: self.plain,
                 removed: false,
+                locks: Vec::new(),
             };
             for p in &self.parents {
                 let dir = p.dir.join(&name);
                 match fs::create_dir(&dir) {
-                    Ok(()) => leaf.dirs.push(Parent {
-                        controllers: p.controllers.clone(),
-                        dir,
-                    }),
+                    Ok(()) => {
+                        // Locked before anything is written or moved in. A remover in another
+                        // pid namespace may have locked it first, between the mkdir and here,
+                        // taking it for a leftover: then take the next name.
+                        if !self.plain {
+                            match lock_leaf_dir(&dir) {
+                                Ok(l) => leaf.locks.push(l),
+                                Err(_) => {
+                                    leaf.dirs.push(Parent {
+                                        controllers: p.controllers.clone(),
+                                        dir,
+                                    });
+                                    continue 'names;
+                                }
+                            }
+                        }
+                        leaf.dirs.push(Parent {
+                            controllers: p.controllers.clone(),
+                            dir,
+                        })
+                    }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                         // Not ours (a leftover with a reused pid): take the next name. The
                         // dirs made so far are removed when `leaf` drops.

@@ -20,6 +20,8 @@ pub struct Leaf {
     pub(super) limits: Option<Limits>,
     pub(super) plain: bool,
     pub(super) removed: bool,
+    /// The maker's `flock` on each dir (see `lock_leaf_dir`); empty for a plain-files tree.
+    pub(super) locks: Vec<LeafLock>,
 }
 
 impl Leaf {

@@ -373,7 +373,13 @@ fn v2_as_root_prepares_sandbox_run_parent() {
     let d = leaf.path_v2().unwrap().to_path_buf();
     assert_eq!(d.parent().unwrap(), t.path("sandbox-run"));
     let name = d.file_name().unwrap().to_string_lossy().into_owned();
-    assert_eq!(leaf_owner(&name, "run-"), Some(std::process::id() as i32));
+    assert_eq!(
+        leaf_owner(&name, "run-"),
+        Some(Owner {
+            pid: std::process::id() as i32,
+            pidns: Some(own_pidns())
+        })
+    );
     assert_eq!(text(&d.join("memory.max")), (64u64 << 20).to_string());
     assert_eq!(text(&d.join("memory.swap.max")), "0");
     assert_eq!(text(&d.join("cpu.max")), "50000 100000");
@@ -605,6 +611,7 @@ fn v1_optional_files_follow_the_kernel() {
         }),
         plain: false,
         removed: true,
+        locks: Vec::new(),
     };
     leaf.write_limits().unwrap();
     assert!(!t.path("m/memory.memsw.limit_in_bytes").exists());
@@ -802,8 +809,18 @@ fn failures_after_mkdir_leave_nothing() {
 
 #[test]
 fn stale_leaves() {
-    assert_eq!(leaf_owner("sandbox-run-123-4", "sandbox-run-"), Some(123));
-    assert_eq!(leaf_owner("run-123-4", "run-"), Some(123));
+    let owner = |pid, pidns| Some(Owner { pid, pidns });
+    assert_eq!(
+        leaf_owner("sandbox-run-123-4", "sandbox-run-"),
+        owner(123, None)
+    );
+    assert_eq!(leaf_owner("run-123-4", "run-"), owner(123, None));
+    assert_eq!(
+        leaf_owner("run-123-4-4026531836", "run-"),
+        owner(123, Some(4026531836))
+    );
+    assert_eq!(leaf_owner("run-123-4-", "run-"), None);
+    assert_eq!(leaf_owner("run-123-4-5-6", "run-"), None);
     assert_eq!(leaf_owner("sandbox-run-supervisor", "sandbox-run-"), None);
     assert_eq!(leaf_owner("sandbox-run-12x-4", "sandbox-run-"), None);
     assert_eq!(leaf_owner("sandbox-run-123-", "sandbox-run-"), None);
