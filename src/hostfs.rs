@@ -1154,10 +1154,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn scratch(name: &str) -> PathBuf {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("target")
-            .join(format!("hostfs-{name}-{}", std::process::id()));
+        let base = crate::testdir::base().join(format!("hostfs-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("repo/sub")).unwrap();
         base
