@@ -1091,7 +1091,7 @@ pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
         // command planted. As before, ELOOP.
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     }
-    let fresh = !inside && had.map_or(true, |st| kind_of(st.st_mode) == Kind::File);
+    let fresh = !inside && had.is_none_or(|st| kind_of(st.st_mode) == Kind::File);
     let fd = if fresh {
         fresh_file(&dirfd, &name, had.as_ref())?
     } else {

@@ -798,7 +798,7 @@ pub fn parse_pairs(text: &str) -> Parsed<'_> {
         let eq = line.find('=');
         let heredoc = line.find("<<");
         match (eq, heredoc) {
-            (Some(e), h) if h.map_or(true, |h| e < h) => p.entries.push(Pair {
+            (Some(e), h) if h.is_none_or(|h| e < h) => p.entries.push(Pair {
                 name: &line[..e],
                 value: &line[e + 1..],
             }),
