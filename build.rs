@@ -55,9 +55,11 @@ fn main() {
 /// The functions a run executes, packed at the start of .text (link/text-order.txt, made by
 /// scripts/text-order): the kernel maps each code page with its 64 KiB around it, so spread
 /// out they made the supervisor map nearly the whole text (peak RSS 3.4 MiB against 1.9).
-/// Only for lld, the linker rustc uses by default for x86_64-unknown-linux-gnu: with another
-/// linker (`-C linker=...` or `-fuse-ld=` in RUSTFLAGS, or a `linker` in cargo's config, which
-/// cargo passes as RUSTC_LINKER) or target, the list is left out, not a failed link.
+/// Only for lld, the linker rustc uses by default for x86_64-unknown-linux-gnu since Rust 1.90:
+/// with an older rustc (whose default is the C compiler's, GNU ld, which has no such flag),
+/// another linker (`-C linker=...` or `-fuse-ld=` in RUSTFLAGS, or a `linker` in cargo's
+/// config, which cargo passes as RUSTC_LINKER) or target, the list is left out, not a failed
+/// link.
 /// Names it does not find (a stale list) are ignored.
 fn text_order(var: &dyn Fn(&str) -> String) {
     println!("cargo:rerun-if-changed=link/text-order.txt");
@@ -68,7 +70,7 @@ fn text_order(var: &dyn Fn(&str) -> String) {
     let flags = var("CARGO_ENCODED_RUSTFLAGS");
     let own_linker =
         flags.contains("linker") || flags.contains("fuse-ld") || !var("RUSTC_LINKER").is_empty();
-    if var("TARGET") != "x86_64-unknown-linux-gnu" || own_linker {
+    if var("TARGET") != "x86_64-unknown-linux-gnu" || own_linker || !rustc_links_with_lld(var) {
         return;
     }
     // scripts/text-order: where each function landed, with the names the list needs (any
@@ -87,4 +89,22 @@ fn text_order(var: &dyn Fn(&str) -> String) {
         list.display()
     );
     println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+}
+
+/// Is the rustc building this 1.90 or later (`rustc 1.90.0 (...)`, nightlies included), whose
+/// default linker for x86_64-unknown-linux-gnu is its own lld?
+fn rustc_links_with_lld(var: &dyn Fn(&str) -> String) -> bool {
+    let rustc = Some(var("RUSTC")).filter(|r| !r.is_empty());
+    let out = std::process::Command::new(rustc.as_deref().unwrap_or("rustc"))
+        .arg("-V")
+        .output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let version = text.unwrap_or_default();
+    let mut n = version
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (1, 90)
 }

@@ -1091,7 +1091,7 @@ pub fn create_report(path: &Path, cwd: &Path, repo: &Path) -> io::Result<File> {
         // command planted. As before, ELOOP.
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     }
-    let fresh = !inside && had.map_or(true, |st| kind_of(st.st_mode) == Kind::File);
+    let fresh = !inside && had.is_none_or(|st| kind_of(st.st_mode) == Kind::File);
     let fd = if fresh {
         fresh_file(&dirfd, &name, had.as_ref())?
     } else {
@@ -1154,10 +1154,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn scratch(name: &str) -> PathBuf {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("target")
-            .join(format!("hostfs-{name}-{}", std::process::id()));
+        let base = crate::testdir::base().join(format!("hostfs-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("repo/sub")).unwrap();
         base

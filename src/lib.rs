@@ -42,7 +42,8 @@
 //!   terminal), `visible` (text the sandbox chose, escaped to be shown: the one
 //!   escaping of every name or reason printed), `dbus` (a D-Bus client, for the systemd user
 //!   manager that `layers::cgroup` asks for a scope), `apparmor` (what Ubuntu's AppArmor
-//!   restriction on user namespaces says about this binary).
+//!   restriction on user namespaces says about this binary), and for the unit tests only,
+//!   `testdir` (where they write their fixtures).
 
 pub mod advice;
 pub mod app;
@@ -74,6 +75,8 @@ pub mod strict_modes;
 pub mod supervisor;
 pub mod sys;
 pub mod termout;
+#[cfg(test)]
+pub(crate) mod testdir;
 pub mod toolchain;
 pub mod trust;
 pub mod units;

@@ -1046,8 +1046,7 @@ mod tests {
 
     #[test]
     fn under_actions_profiles_where_a_step_writes_are_refused() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
+        let base = crate::testdir::base()
             .join(format!("sandbox-run-profile-places-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let (temp, etc) = (base.join("_temp"), base.join("etc"));

@@ -527,10 +527,7 @@ mod tests {
     fn a_killed_runs_dir_is_removed_by_the_next_and_a_live_ones_kept() {
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("target")
-            .join(format!("state-{}", std::process::id()));
+        let base = crate::testdir::base().join(format!("state-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
         let below: Vec<String> = ["sandbox-run", "runs"].map(String::from).to_vec();

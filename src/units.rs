@@ -56,11 +56,11 @@ impl fmt::Display for Duration {
         let ms = self.0.as_millis();
         if ms == 0 {
             write!(f, "0s")
-        } else if ms % 3_600_000 == 0 {
+        } else if ms.is_multiple_of(3_600_000) {
             write!(f, "{}h", ms / 3_600_000)
-        } else if ms % 60_000 == 0 {
+        } else if ms.is_multiple_of(60_000) {
             write!(f, "{}m", ms / 60_000)
-        } else if ms % 1000 == 0 {
+        } else if ms.is_multiple_of(1000) {
             write!(f, "{}s", ms / 1000)
         } else {
             write!(f, "{ms}ms")
@@ -100,7 +100,7 @@ impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let b = self.0;
         for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-            if b != 0 && b % (1u64 << shift) == 0 {
+            if b != 0 && b.is_multiple_of(1u64 << shift) {
                 return write!(f, "{}{unit}", b >> shift);
             }
         }

@@ -337,8 +337,7 @@ mod tests {
 
     #[test]
     fn finds_git_top_and_keeps_inner_cwd() {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let t = tempdir_in(&base.join("target"));
+        let t = tempdir_in(&crate::testdir::base());
         let repo = t.join("repo");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::fs::create_dir_all(repo.join("src/deep")).unwrap();
@@ -357,10 +356,7 @@ mod tests {
 
     #[test]
     fn a_repo_reached_through_a_symlink_is_refused() {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let t = base
-            .join("target")
-            .join(format!("ws-symlink-test-{}", std::process::id()));
+        let t = crate::testdir::base().join(format!("ws-symlink-test-{}", std::process::id()));
         let host = t.join("host-dir");
         std::fs::create_dir_all(t.join("real")).unwrap();
         std::fs::create_dir_all(&host).unwrap();
@@ -397,10 +393,7 @@ mod tests {
 
     #[test]
     fn says_why_it_chose_the_repo() {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let t = base
-            .join("target")
-            .join(format!("ws-why-test-{}", std::process::id()));
+        let t = crate::testdir::base().join(format!("ws-why-test-{}", std::process::id()));
         std::fs::create_dir_all(t.join("repo/.git")).unwrap();
         std::fs::create_dir_all(t.join("repo/sub")).unwrap();
         let w = Workspace::find(Some(&t.join("repo")), &t).unwrap();
@@ -463,10 +456,7 @@ mod tests {
             assert_eq!(refused(p), None, "{p} must be allowed");
         }
         // through find: a flag, and the current directory for want of git
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let t = base
-            .join("target")
-            .join(format!("ws-home-test-{}", std::process::id()));
+        let t = crate::testdir::base().join(format!("ws-home-test-{}", std::process::id()));
         std::fs::create_dir_all(t.join("home/proj/src")).unwrap();
         let homes = [t.join("home")];
         let e = Workspace::find_with(Some(&t.join("home")), &t, &homes).unwrap_err();
@@ -520,10 +510,7 @@ mod tests {
             Some((0, PathBuf::from(".")))
         );
         // a link is neither counted nor followed
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
-        let t = base
-            .join("target")
-            .join(format!("ws-owner-test-{}", std::process::id()));
+        let t = crate::testdir::base().join(format!("ws-owner-test-{}", std::process::id()));
         std::fs::create_dir_all(t.join("a/b")).unwrap();
         std::os::unix::fs::symlink("/usr/share", t.join("a/link")).unwrap();
         std::os::unix::fs::symlink("/usr", t.join("a/b/link")).unwrap();

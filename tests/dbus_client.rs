@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 struct Bus {
     child: Child,
     socket: PathBuf,
+    /// The socket's directory (see [`socket_dir`]).
+    run: PathBuf,
     _dir: Fixture,
 }
 
@@ -23,12 +25,24 @@ impl Drop for Bus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.run);
     }
+}
+
+/// A fresh private (0700) directory for the bus socket, under `$TMPDIR` or `/tmp`: not in the
+/// fixture, whose path grows with the checkout's (a socket's path must fit `sun_path`, 108
+/// bytes, or dbus-daemon refuses it: "Socket name too long").
+fn socket_dir() -> PathBuf {
+    let short = |d: PathBuf| (d.as_os_str().len() <= 40).then_some(d);
+    let base = short(std::env::temp_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
+    nix::unistd::mkdtemp(&base.join("sbx-dbus-XXXXXX"))
+        .unwrap_or_else(|e| panic!("mkdtemp in {}: {e}", base.display()))
 }
 
 fn bus(name: &str) -> Option<Bus> {
     let dir = Fixture::new(name);
-    let socket = dir.path("bus");
+    let run = socket_dir();
+    let socket = run.join("bus");
     let config = dir.write(
         "bus.conf",
         &format!(
@@ -48,31 +62,44 @@ fn bus(name: &str) -> Option<Bus> {
             socket.display()
         ),
     );
+    // its stderr to a file, shown if it does not start (a pipe nobody reads could fill up)
+    let log = dir.path("dbus-daemon.stderr");
     let child = Command::new("dbus-daemon")
         .arg(format!("--config-file={}", config.display()))
         .args(["--nofork", "--print-address"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => {
-            common::skip_tool(&format!("dbus-daemon: {e}"));
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            common::skip_tool(&format!(
+                "dbus-daemon is not installed ({e}; Debian: apt-get install dbus-daemon)"
+            ));
+            let _ = std::fs::remove_dir_all(&run);
             return None;
         }
+        Err(e) => panic!("starting dbus-daemon: {e}"),
     };
     // The address line means it listens.
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(
-        line.starts_with(&format!("unix:path={}", socket.display())),
-        "{line:?}"
-    );
+    if !line.starts_with(&format!("unix:path={}", socket.display())) {
+        let _ = child.kill();
+        let status = child.wait();
+        let _ = std::fs::remove_dir_all(&run);
+        panic!(
+            "dbus-daemon did not listen on {}: it printed {line:?}, exit {status:?}, stderr:\n{}",
+            socket.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
     Some(Bus {
         child,
         socket,
+        run,
         _dir: dir,
     })
 }

@@ -798,7 +798,7 @@ pub fn parse_pairs(text: &str) -> Parsed<'_> {
         let eq = line.find('=');
         let heredoc = line.find("<<");
         match (eq, heredoc) {
-            (Some(e), h) if h.map_or(true, |h| e < h) => p.entries.push(Pair {
+            (Some(e), h) if h.is_none_or(|h| e < h) => p.entries.push(Pair {
                 name: &line[..e],
                 value: &line[e + 1..],
             }),
@@ -1179,9 +1179,8 @@ mod tests {
     #[test]
     fn path_entries() {
         // not below /tmp, which is world-writable
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("sandbox-run-fc-test-{}", std::process::id()));
+        let base =
+            crate::testdir::base().join(format!("sandbox-run-fc-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let (temp, repo, safe, open) = (
             base.join("temp"),
@@ -1279,9 +1278,8 @@ mod tests {
 
     #[test]
     fn prepare_makes_temp_read_only_and_the_copies_private() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("sandbox-run-fc-prepare-{}", std::process::id()));
+        let base =
+            crate::testdir::base().join(format!("sandbox-run-fc-prepare-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let temp = base.join("_temp");
         std::fs::create_dir_all(temp.join("_github_workflow")).unwrap();

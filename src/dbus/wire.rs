@@ -300,7 +300,7 @@ pub struct Writer {
 
 impl Writer {
     fn pad(&mut self, align: usize) {
-        while self.buf.len() % align != 0 {
+        while !self.buf.len().is_multiple_of(align) {
             self.buf.push(0);
         }
     }
@@ -411,7 +411,7 @@ impl<'a> Reader<'a> {
     }
 
     fn pad(&mut self, align: usize) -> Result<(), WireError> {
-        while self.pos % align != 0 {
+        while !self.pos.is_multiple_of(align) {
             match self.buf.get(self.pos) {
                 Some(0) => self.pos += 1,
                 Some(_) => return bad("non-zero padding"),

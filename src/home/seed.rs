@@ -417,10 +417,7 @@ mod tests {
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 
     fn scratch(name: &str) -> PathBuf {
-        let base = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("target")
-            .join(format!("seed-{name}-{}", std::process::id()));
+        let base = crate::testdir::base().join(format!("seed-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("home")).unwrap();
         std::fs::create_dir_all(base.join("src/.claude/sub")).unwrap();

@@ -372,7 +372,7 @@ pub fn read_all(fd: RawFd) -> Vec<Record> {
     loop {
         // SAFETY: read(2) into a stack buffer of the given length.
         let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
-        if n > 0 && n as usize % SIZE == 0 {
+        if n > 0 && (n as usize).is_multiple_of(SIZE) {
             for chunk in b[..n as usize].chunks_exact(SIZE) {
                 let mut rec = [0u8; SIZE];
                 rec.copy_from_slice(chunk);

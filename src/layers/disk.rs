@@ -303,10 +303,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn scratch(name: &str) -> PathBuf {
-        let p = std::fs::canonicalize(env!("CARGO_MANIFEST_DIR"))
-            .unwrap()
-            .join("target")
-            .join(format!("layer-disk-{name}-{}", std::process::id()));
+        let p = crate::testdir::base().join(format!("layer-disk-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(p.join("upper")).unwrap();
         p

@@ -46,7 +46,7 @@ impl Bound {
         if self.set == Some(soft) {
             return;
         }
-        let lowered = self.set.map_or(true, |old| soft < old);
+        let lowered = self.set.is_none_or(|old| soft < old);
         let mut done = HashSet::new();
         for _ in 0..if lowered { 2 } else { 1 } {
             for pid in descendants(self.stage2) {

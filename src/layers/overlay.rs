@@ -204,9 +204,7 @@ mod tests {
     /// neither), and comes back as the layer it was.
     #[test]
     fn a_saved_layer_holds_its_marks_as_plain_files() {
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("overlay-marks-{}", std::process::id()));
+        let base = crate::testdir::base().join(format!("overlay-marks-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         for d in ["upper/replaced", "staging", "back"] {
             std::fs::create_dir_all(base.join(d)).unwrap();

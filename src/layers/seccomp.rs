@@ -229,9 +229,9 @@ mod tests {
         match off {
             0 => (d.nr, false),
             4 => (d.arch, false),
-            16..=63 if off % 4 == 0 => {
+            16..=63 if off.is_multiple_of(4) => {
                 let arg = d.args[((off - 16) / 8) as usize];
-                let v = if off % 8 == 0 {
+                let v = if off.is_multiple_of(8) {
                     arg as u32
                 } else {
                     (arg >> 32) as u32

@@ -328,9 +328,8 @@ mod tests {
 
     #[test]
     fn the_state_is_read_back_and_a_link_is_refused() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("sandbox-run-job-test-{}", std::process::id()));
+        let base =
+            crate::testdir::base().join(format!("sandbox-run-job-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
         let job = Job {
@@ -357,9 +356,8 @@ mod tests {
 
     #[test]
     fn stale_jobs_are_swept_and_links_never_followed() {
-        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target")
-            .join(format!("sandbox-run-job-sweep-{}", std::process::id()));
+        let base =
+            crate::testdir::base().join(format!("sandbox-run-job-sweep-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let keep = base.join("keep");
         std::fs::create_dir_all(&keep).unwrap();

@@ -16,12 +16,7 @@ use N::{D, F, L};
 /// `target/changes-apply-NAME-PID`, or under `$SANDBOX_RUN_TEST_TMP` (an unprivileged
 /// user's run: the permission failures only show there).
 fn scratch(name: &str) -> PathBuf {
-    let top = std::env::var_os("SANDBOX_RUN_TEST_TMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let base = std::fs::canonicalize(top)
-        .unwrap()
-        .join(format!("changes-apply-{name}-{}", std::process::id()));
+    let base = crate::testdir::base().join(format!("changes-apply-{name}-{}", std::process::id()));
     wipe(&base);
     std::fs::create_dir_all(&base).unwrap();
     base
@@ -587,7 +582,30 @@ fn files_are_moved_in_by_rename_with_the_rules_of_a_copy() {
     if trusted {
         assert!(!getx(&moved, "trusted.sbx"));
     }
-    for p in ["new.txt", "mod.txt", "newdir/x", "newdir/y/z"] {
+    for p in ["new.txt", "mod.txt", "newdir/x"] {
         assert!(!s.upper.join(p).exists(), "{p} is still in the layer");
+    }
+    // A rename takes the right to write the layer's directory the file leaves: newdir/y is
+    // 0555 there, which only root's CAP_DAC_OVERRIDE passes. Anyone else gets a copy: the
+    // repo as above (the snapshot), a new inode, and the layer's file left where it was.
+    use nix::unistd::{access, AccessFlags};
+    let may_leave = access(&s.upper.join("newdir/y"), AccessFlags::W_OK).is_ok();
+    let (z, left) = (s.repo.join("newdir/y/z"), s.upper.join("newdir/y/z"));
+    assert_eq!(
+        left.exists(),
+        !may_leave,
+        "newdir/y/z: moved iff its dir may be written"
+    );
+    if !may_leave {
+        let (a, b) = (
+            std::fs::metadata(&z).unwrap(),
+            std::fs::metadata(&left).unwrap(),
+        );
+        assert_ne!((a.dev(), a.ino()), (b.dev(), b.ino()), "copied, not linked");
+        assert_eq!(
+            std::fs::read(&left).unwrap(),
+            b"z\n",
+            "the layer's file is untouched"
+        );
     }
 }

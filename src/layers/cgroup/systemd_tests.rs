@@ -69,21 +69,34 @@ fn daemon() -> Option<(Daemon, PathBuf)> {
         ),
     )
     .unwrap();
-    let Ok(mut child) = Command::new("dbus-daemon")
+    let log = dir.join("dbus-daemon.stderr");
+    let mut child = match Command::new("dbus-daemon")
         .arg(format!("--config-file={}", conf.display()))
         .args(["--nofork", "--print-address"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
-    else {
-        eprintln!("SKIP: no dbus-daemon");
-        return None;
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("SKIP: dbus-daemon is not installed ({e})");
+            let _ = std::fs::remove_dir_all(&dir);
+            return None;
+        }
+        Err(e) => panic!("starting dbus-daemon: {e}"),
     };
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(line.starts_with("unix:path="), "{line:?}");
+    if !line.starts_with("unix:path=") {
+        let _ = child.kill();
+        let status = child.wait();
+        panic!(
+            "dbus-daemon did not start: it printed {line:?}, exit {status:?}, stderr:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
     Some((Daemon(child, dir), socket))
 }
 

@@ -357,7 +357,7 @@ fn body_of(
                 .then(|| v.parse::<u64>().ok())
                 .flatten();
             match n {
-                Some(n) if !length.is_some_and(|l| l != n) => length = Some(n),
+                Some(n) if length.is_none_or(|l| l == n) => length = Some(n),
                 _ => {
                     return Err(Cut::Unscanned(format!(
                         "its answer's Content-Length {v:?} is not one length"

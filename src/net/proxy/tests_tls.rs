@@ -332,7 +332,7 @@ fn response(t: &mut Tls) -> (String, Vec<u8>) {
                 });
             let len = if r.code == Some(101) { Some(0) } else { len };
             let mut body = buf[n..].to_vec();
-            while len.map_or(true, |l| body.len() < l) {
+            while len.is_none_or(|l| body.len() < l) {
                 match t.read(&mut b) {
                     Ok(0) | Err(_) => break,
                     Ok(k) => body.extend_from_slice(&b[..k]),
@@ -951,7 +951,7 @@ fn bench_injection() {
         let mut b = vec![0u8; 256 * 1024];
         let mut head = Vec::new();
         let mut got: Option<usize> = None;
-        while got.map_or(true, |g| g < size) {
+        while got.is_none_or(|g| g < size) {
             let n = t.read(&mut b).unwrap();
             assert!(n > 0);
             got = match got {
