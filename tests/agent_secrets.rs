@@ -192,7 +192,8 @@ struct Case {
     /// The request header that carries the key, and the text before it there.
     header: &'static str,
     header_prefix: &'static str,
-    /// What runs (the key, the stub's port for 8787 and the CA for `gateway-ca.pem` put in),
+    /// What runs (the key, the stub's port for 8787 and the test CA for the recipe's CA file
+    /// put in),
     /// and a name for it.
     source: Source,
     tag: &'static str,
@@ -245,6 +246,7 @@ fn run_recipe(case: Case) {
     // (the key last: its digits are not a port)
     let script = block
         .replace("8787", &stub.port.to_string())
+        .replace("~/.config/gateway/ca.pem", &ca.pem.display().to_string())
         .replace("gateway-ca.pem", &ca.pem.display().to_string())
         .replace(&doc_assign, &format!("{}={key} ", case.name));
 

@@ -306,9 +306,10 @@ fn writes_during_the_kill_grace_stay_bounded() {
     }
     let f = Fixture::new("bound-grace");
     let repo = f.repo("repo");
-    let script = "trap '' TERM; head -c 10M /dev/zero > before; echo before-ok; sleep 2.5; \
+    // The timeout leaves a loaded machine room to start the sandbox and write `before`.
+    let script = "trap '' TERM; head -c 10M /dev/zero > before; echo before-ok; sleep 5.5; \
                   for i in $(seq 40); do head -c 10M /dev/zero > f$i 2>/dev/null && echo wrote-$i; done; sleep 30";
-    let limits = [("disk", "100M"), ("timeout", "2s"), ("kill_grace", "6s")];
+    let limits = [("disk", "100M"), ("timeout", "5s"), ("kill_grace", "6s")];
     let o = attack(&f, &repo, &limits, script);
     assert!(o.run.stdout.contains("before-ok"), "{}", o.run);
     assert!(
