@@ -255,9 +255,9 @@ fn a_run_in_another_pid_namespace_leaves_a_live_runs_cgroup_alone() {
         v.extend(marker.split(' ').map(String::from));
         v
     };
-    // A run in a child pid namespace, its pid there above 4,000,000 (above most hosts'
-    // pid_max, rarely in use on the others), so that the number in its leaf's name is nobody
-    // on the host; a run on the host beside it.
+    // A run in a child pid namespace, its pid there near that namespace's pid_max (from Linux
+    // 6.14 each namespace has its own, above the host's), so that the number in its leaf's name
+    // is nobody on the host; a run on the host beside it.
     let in_child = |marker: &str| {
         let mut c = Command::new("unshare");
         c.args([
@@ -269,7 +269,7 @@ fn a_run_in_another_pid_namespace_leaves_a_live_runs_cgroup_alone() {
             "sh",
             "-c",
         ])
-        .arg("echo 4000000 >/proc/sys/kernel/ns_last_pid && \"$@\"")
+        .arg("m=$(cat /proc/sys/kernel/pid_max); echo $((m - 100)) >/proc/sys/kernel/ns_last_pid; \"$@\"")
         .arg("sh")
         .arg(BIN)
         .args(args(marker));
