@@ -357,17 +357,20 @@ fn a_run_in_another_pid_namespace_leaves_a_live_runs_cgroup_alone() {
     } else {
         "/sys/fs/cgroup"
     };
+    // The leaf: `sandbox-run-PID-N-NS` (as root), `run-PID-N-NS` (in a delegated subtree).
     let leaf = PathBuf::from(format!("{mount}{rel}"));
-    let parent = leaf
+    let (parent, prefix) = leaf
         .ancestors()
-        .find(|d| {
-            d.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("sandbox-run-"))
+        .find_map(|d| {
+            let name = d.file_name()?.to_string_lossy().into_owned();
+            let prefix = ["sandbox-run-", "run-"].into_iter().find(|p| {
+                name.strip_prefix(p)
+                    .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+            })?;
+            Some((d.parent()?.to_path_buf(), prefix))
         })
-        .and_then(|d| d.parent())
-        .unwrap_or_else(|| panic!("no sandbox-run leaf above {}", leaf.display()))
-        .to_path_buf();
-    let dead = parent.join("sandbox-run-7-0-4000000001");
+        .unwrap_or_else(|| panic!("no sandbox-run leaf above {}", leaf.display()));
+    let dead = parent.join(format!("{prefix}7-0-4000000001"));
     let _ = std::fs::create_dir(&dead);
     let mut orphan = Command::new("sleep").arg("42").spawn().unwrap();
     std::fs::write(dead.join("cgroup.procs"), orphan.id().to_string()).unwrap();
