@@ -38,9 +38,14 @@ def functions(binary, link_map):
     return names, segs
 
 
-def probes(binary, link_map):
+def probes(binary, link_map, limit=None):
     names, segs = functions(binary, link_map)
-    for addr in sorted(names):
+    addrs = sorted(names)
+    if limit is not None:
+        # the first `limit` and `main` (what `order` starts from): for testing the script
+        main = [a for a, n in names.items() if "main" in n]
+        addrs = sorted(set(addrs[:limit]) | set(main))
+    for addr in addrs:
         for vaddr, off, size in segs:
             if vaddr <= addr < vaddr + size:
                 print(f"p:textorder/f{addr:x} {binary}:0x{addr - vaddr + off:x}")
@@ -76,8 +81,8 @@ def order(binary, link_map, trace):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["probes"] and len(sys.argv) == 4:
-        probes(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["probes"] and len(sys.argv) in (4, 5):
+        probes(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) == 5 else None)
     elif sys.argv[1:2] == ["order"] and len(sys.argv) == 5:
         order(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
