@@ -17,14 +17,7 @@ pub fn repo_line(ws: &Workspace) -> String {
 /// report's `sandbox` (`scripts/bench` prints the same from a report). `cgroup`: the version
 /// of the cgroup the run has, `None` for none; `abi`: the kernel's landlock ABI.
 pub fn layers_line(plan: &Plan, abi: u8, cgroup: Option<u8>) -> String {
-    let mut namespaces = Vec::new();
-    if plan.namespaces {
-        namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
-        if plan.net != crate::profile::NetMode::Host {
-            namespaces.push("net");
-        }
-        namespaces.push("cgroup");
-    }
+    let namespaces = crate::report::namespaces_of(plan);
     let landlock = match &plan.landlock {
         Some(_) if abi == 0 => "landlock none".to_string(),
         Some(spec) => {

@@ -394,8 +394,8 @@ fn status_of(f: &Finished, code: i32, signal: Option<i32>) -> Status {
     }
 }
 
-/// What was in force for a run, from the plan and what the sandbox reported back.
-pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sandbox {
+/// The namespaces a plan makes, in the report's words (also `-v`'s first line).
+pub fn namespaces_of(plan: &Plan) -> Vec<&'static str> {
     let mut namespaces = Vec::new();
     if plan.namespaces {
         namespaces.extend(["user", "mount", "pid", "ipc", "uts"]);
@@ -404,6 +404,12 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
         }
         namespaces.push("cgroup");
     }
+    namespaces
+}
+
+/// What was in force for a run, from the plan and what the sandbox reported back.
+pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sandbox {
+    let namespaces = namespaces_of(plan);
     let (abi, landlock) = match f.landlock {
         Some((abi, 2)) => (Some(abi), "fully_enforced"),
         Some((abi, _)) => (Some(abi), "partially_enforced"),
