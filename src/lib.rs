@@ -52,6 +52,7 @@ pub mod canon;
 pub mod changes;
 pub mod cli;
 pub mod dbus;
+pub mod denials;
 pub mod doctor;
 pub mod exit;
 pub mod explain;

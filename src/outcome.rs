@@ -69,6 +69,11 @@ pub struct Finished {
     /// The repo's layer on disk went past `[limits] disk` and the sandbox was stopped: what
     /// it held then ([`crate::layers::disk::Budget`]).
     pub disk_stopped: Option<crate::layers::disk::Over>,
+    /// System calls the seccomp filter refused, named by the supervisor as they came in (user
+    /// notification), deduplicated and counted.
+    pub refused_calls: Vec<crate::denials::Refusal>,
+    /// Paths the command looked up (every lookup with `--observe`), as the sandbox saw them.
+    pub paths_seen: Vec<crate::denials::PathSeen>,
 }
 
 /// What ended a sandbox that sent back neither the workload's status nor a failed step:

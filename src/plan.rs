@@ -118,6 +118,9 @@ pub struct Plan {
 /// What the `run` command line adds to the profile.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
+    /// `--observe`: every path lookup of the command goes past the supervisor, which names
+    /// each filesystem refusal exactly (each path call costs a round trip).
+    pub observe: bool,
     pub net: Option<NetMode>,
     /// `--allow-host`: added to the profile's list.
     pub allow_hosts: Vec<String>,

@@ -71,6 +71,8 @@ pub struct CommandResult {
     /// Limits the command ran into: `memory` (OOM kills), `pids` (forks refused), `output`
     /// (stdout or stderr passed `[limits] output`, the rest dropped).
     pub limits_hit: Vec<&'static str>,
+    /// Everything the sandbox refused the command, of every kind ([`crate::denials`]).
+    pub denials: Vec<crate::denials::Refusal>,
     /// A read-write repo's layer: what the command changed, each entry accepted or refused,
     /// and what became of it (applied, kept, discarded).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -273,6 +275,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         }),
         error: None,
         limits_hit: Vec::new(),
+        denials: Vec::new(),
         repo_changes: None,
         file_commands: None,
         out: None,
@@ -306,6 +309,7 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
         denied: None,
         error: Some(error.to_string()),
         limits_hit: Vec::new(),
+        denials: Vec::new(),
         repo_changes: None,
         file_commands: None,
         out: None,
@@ -359,6 +363,7 @@ pub fn ran(
         denied: None,
         error,
         limits_hit,
+        denials: Vec::new(),
         repo_changes: None,
         file_commands: None,
         out: text(&f.out),

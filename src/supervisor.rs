@@ -63,6 +63,8 @@ pub const TAIL_BYTES: usize = 64 * 1024;
 /// How the supervisor runs one sandbox.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// `-v`: each refusal is said on stderr when first seen.
+    pub verbose: bool,
     pub timeout: Duration,
     pub kill_grace: Duration,
     /// Keep the last [`TAIL_BYTES`] of stdout and stderr while passing them through.

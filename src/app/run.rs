@@ -87,6 +87,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         ws: &ws,
         allowed_programs: &args.target.allow_program,
         overrides: crate::plan::Overrides {
+            observe: false,
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,
                 NetArg::Filtered => crate::profile::NetMode::Filtered,
@@ -112,6 +113,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             with_changes: with_changes(args.with_changes.as_deref(), &ws)?,
         },
         options: crate::supervisor::Options {
+            verbose: verbose > 0,
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
             kill_grace: args.kill_grace.unwrap_or(profile.limits.kill_grace).0,
             capture: args.report.is_some() && (args.capture || profile.report.capture),

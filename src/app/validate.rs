@@ -112,6 +112,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
             ..Default::default()
         },
         options: crate::supervisor::Options {
+            verbose: verbose > 0,
             timeout: args.timeout.unwrap_or(profile.limits.timeout).0,
             kill_grace: profile.limits.kill_grace.0,
             capture: true,
