@@ -10,7 +10,12 @@
 //! judged against the plan's view and landlock rules.
 
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+pub mod fs;
+pub mod network;
+pub mod resource;
+pub mod stderr;
 
 /// The kind of a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -183,6 +188,69 @@ pub struct PathSeen {
     pub count: u64,
 }
 
+/// Where a command's refusals come from, beside its plan (the outcome's fields: this module
+/// may not name the outcome, which holds refusals).
+pub struct Sources<'a> {
+    /// The seccomp filter's refused calls, already named.
+    pub refused_calls: &'a [Refusal],
+    /// Paths the command looked up (`--observe`) or failed on (its stderr).
+    pub paths_seen: &'a [PathSeen],
+    pub connections: &'a [crate::net::proxy::Connection],
+    pub dns_refused: &'a [crate::net::dns::Refused],
+    pub ran: resource::Ran<'a>,
+    pub limits: resource::Limits,
+}
+
+/// Every refusal of one command, deduplicated: the syscall ones, the filesystem ones (each
+/// path judged by [`fs::classify`], the host looked at through `host`), network, resource.
+pub fn collect(
+    plan: &crate::plan::Plan,
+    s: &Sources,
+    homes: &[PathBuf],
+    host: &dyn Fn(&Path) -> Option<fs::HostEntry>,
+) -> Vec<Refusal> {
+    let mut all = Refusals::default();
+    for r in s.refused_calls {
+        all.add(r.clone());
+    }
+    let view = fs::View {
+        namespaces: plan.namespaces,
+        mounts: &plan.mounts,
+        landlock: plan.landlock.as_ref(),
+        homes,
+    };
+    for p in s.paths_seen {
+        if let Some(r) = fs::classify(&view, p, host) {
+            all.add(r);
+        }
+    }
+    for r in network::refusals(plan.net, s.connections, s.dns_refused) {
+        all.add(r);
+    }
+    let disk = crate::layers::overlay::disk_size(&plan.mounts);
+    for r in resource::refusals(&s.ran, &s.limits, &plan.rlimits, disk, s.paths_seen) {
+        all.add(r);
+    }
+    all.into_vec()
+}
+
+/// The lines said on stderr for `list`: each [`Refusal::line`] with the `sandbox-run: `
+/// prefix, at most `max` of them, then one line for the rest.
+pub fn stderr_lines(list: &[Refusal], max: usize) -> Vec<String> {
+    let mut out: Vec<String> = list
+        .iter()
+        .take(max)
+        .map(|r| format!("sandbox-run: {}", r.line()))
+        .collect();
+    if list.len() > max {
+        out.push(format!(
+            "sandbox-run: ... and {} more refusals (see the report)",
+            list.len() - max
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +279,19 @@ mod tests {
             all.as_slice()[0].line(),
             "refused filesystem hidden: /x (read) (2x): not in the sandbox's view; [filesystem] extra_ro = [\"/x\"]"
         );
+    }
+
+    #[test]
+    fn ten_lines_then_the_rest_counted() {
+        let list: Vec<Refusal> = (0..13).map(|i| r(&format!("/p{i} (read)"))).collect();
+        let lines = stderr_lines(&list, 10);
+        assert_eq!(lines.len(), 11);
+        assert!(lines[0].starts_with("sandbox-run: refused filesystem hidden: /p0 (read)"));
+        assert_eq!(
+            lines[10],
+            "sandbox-run: ... and 3 more refusals (see the report)"
+        );
+        assert_eq!(stderr_lines(&list[..2], 10).len(), 2);
     }
 
     #[test]

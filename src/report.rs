@@ -317,13 +317,15 @@ pub fn sandbox_failed(cmd: &str, argv: &[String], error: &str) -> CommandResult 
     }
 }
 
-/// The result of a command that ran (or whose sandbox failed to start).
+/// The result of a command that ran (or whose sandbox failed to start). `limits`: the
+/// cgroup's and the supervisor's, for the resource refusals.
 pub fn ran(
     cmd: &str,
     plan: &Plan,
     f: &Finished,
     capture: bool,
     error: Option<String>,
+    limits: crate::denials::resource::Limits,
 ) -> CommandResult {
     let code = crate::outcome::exit_code(f);
     let signal = f
@@ -363,12 +365,43 @@ pub fn ran(
         denied: None,
         error,
         limits_hit,
-        denials: Vec::new(),
+        denials: denials_of(plan, f, limits),
         repo_changes: None,
         file_commands: None,
         out: text(&f.out),
         err: text(&f.err),
     }
+}
+
+/// Everything the sandbox refused a command that ran, from the plan and what the run came to
+/// (the host is looked at here, after the run, for the filesystem's).
+fn denials_of(
+    plan: &Plan,
+    f: &Finished,
+    limits: crate::denials::resource::Limits,
+) -> Vec<crate::denials::Refusal> {
+    let caller_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let given: Vec<&std::path::Path> = caller_home
+        .as_deref()
+        .into_iter()
+        .chain([plan.home.as_path()])
+        .collect();
+    let homes = crate::toolchain::homes(&given);
+    let sources = crate::denials::Sources {
+        refused_calls: &f.refused_calls,
+        paths_seen: &f.paths_seen,
+        connections: &f.connections,
+        dns_refused: &f.dns_refused,
+        ran: crate::denials::resource::Ran {
+            usage: f.usage.as_ref(),
+            status: f.status,
+            timed_out: f.timed_out,
+            output_capped: &f.output_capped,
+            disk_hit: f.disk_full || f.disk_hit || f.disk_stopped.is_some(),
+        },
+        limits,
+    };
+    crate::denials::collect(plan, &sources, &homes, &crate::denials::fs::host_entry)
 }
 
 /// The status of a run that started: `code` from [`crate::outcome::exit_code`], `signal`

@@ -120,6 +120,9 @@ struct Stream {
     /// Where the stream is a pty's master relayed to the caller's terminal: what may reach a
     /// terminal ([`TermOut`]).
     term: Option<TermOut>,
+    /// The command's error texts: paths it failed on, judged after the run
+    /// ([`crate::denials::stderr`]; bounded, and nothing here touches the host).
+    scan: Option<crate::denials::stderr::Scanner>,
 }
 
 impl Stream {
@@ -179,6 +182,9 @@ impl Stream {
                     }
                 }
                 self.tail.push(raw);
+                if let Some(scan) = &mut self.scan {
+                    scan.feed(raw);
+                }
                 true
             }
             Err(nix::errno::Errno::EINTR) => true,
@@ -367,6 +373,9 @@ pub fn run(
             passed: 0,
             capped: false,
             term: out_term,
+            // stderr on the same terminal as stdout comes through stdout's pty
+            scan: (f.stdio[1] == crate::layers::pty::Given::Pty && err_pipe.is_none())
+                .then(crate::denials::stderr::Scanner::default),
         },
         Stream {
             pipe: err_pipe,
@@ -380,6 +389,7 @@ pub fn run(
             passed: 0,
             capped: false,
             term: err_term,
+            scan: Some(crate::denials::stderr::Scanner::default()),
         },
     ];
     // Our read ends: read as far as there is data, never waiting (see `Stream::pump`).
@@ -717,6 +727,9 @@ pub fn run(
         .map(|s| s.name)
         .collect();
     let [out, err] = streams;
+    for scan in [out.scan, err.scan].into_iter().flatten() {
+        f.paths_seen.extend(scan.finish(&plan.cwd));
+    }
     f.out = out.tail.buf.into();
     f.err = err.tail.buf.into();
     f.duration = started.elapsed();

@@ -10,6 +10,9 @@ use crate::profile::{Profile, Requirement};
 use crate::report;
 use crate::workspace::Workspace;
 
+/// How many refusals a failed run names on stderr (the report has them all).
+const STDERR_REFUSALS: usize = 10;
+
 /// Removes a run's scratch dir when dropped.
 struct Scratch(std::path::PathBuf);
 
@@ -213,7 +216,23 @@ impl Runner<'_> {
         if let Some(c) = &finished.disk_stopped {
             eprintln!("{}", crate::layers::disk::stopped_line(c, &plan.mounts));
         }
-        let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error);
+        let resource = crate::denials::resource::Limits {
+            memory_max: limits.memory_max,
+            pids_max: limits.pids_max,
+            timeout: self.options.timeout,
+            output_cap: self.options.output_cap,
+        };
+        let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error, resource);
+        // Every refusal named: all of them with -v, else the first ones when it failed.
+        if self.verbose > 0 {
+            for line in crate::denials::stderr_lines(&result.denials, usize::MAX) {
+                eprintln!("{line}");
+            }
+        } else if !result.ok {
+            for line in crate::denials::stderr_lines(&result.denials, STDERR_REFUSALS) {
+                eprintln!("{line}");
+            }
+        }
         // A command that failed after refused lookups is told which host it wanted.
         let filtered = plan.net == crate::profile::NetMode::Filtered;
         let named = crate::net::dns::refusal_line(&finished.dns_refused, &plan.profile, filtered);

@@ -1,0 +1,450 @@
+//! The filesystem classifier: is a path the command failed on (or looked up, with
+//! `--observe`) a refusal the sandbox caused, and of which sort? Judged against the plan's
+//! view (its mount operations) and its landlock rules, and against the host, where the path
+//! is looked at without following a link or triggering an automount.
+//!
+//! - `hidden`: not in the sandbox's view, but on the host: `[filesystem] extra_ro` (or
+//!   `extra_rw` for a write) of that very path.
+//! - `read_only`: in the view on a read-only bind, written or created: `extra_rw`.
+//! - `landlock`: in the view, outside what landlock gives for that access.
+//! - `never`: the host boundary keeps it out whatever the profile says (a home itself, its
+//!   credentials, as [`crate::toolchain::classify`] refuses them for every bind; a socket or
+//!   device of the host; a file the host keeps private; a system directory written; git's
+//!   protected configuration).
+//!
+//! A path that is not on the host either is no refusal: it fails the same way outside.
+
+use super::{Access, Kind, Patch, PathSeen, Refusal};
+use crate::layers::landlock::Spec;
+use crate::layers::mounts::Op;
+use std::path::{Path, PathBuf};
+
+/// What the host has at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostEntry {
+    /// A regular file or a directory (else a socket, device, fifo or link).
+    pub plain: bool,
+    /// Others may read it (mode `o+r`): the host does not keep it private.
+    pub world_readable: bool,
+}
+
+/// The sandbox's view, from the plan.
+pub struct View<'a> {
+    /// `false`: no new root, the command saw the host's tree (landlock alone confines it).
+    pub namespaces: bool,
+    pub mounts: &'a [Op],
+    pub landlock: Option<&'a Spec>,
+    /// Every home directory on the host (the caller's, root's, the users').
+    pub homes: &'a [PathBuf],
+}
+
+/// System directories: shared with the host read-only, never written by a sandbox.
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
+    "/sys", "/dev", "/run", "/var/lib",
+];
+
+/// The sandbox's own kernel filesystems: what the command sees there is not the host's.
+const OWN: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// Classify one path seen. `host` looks a path up on the host (`None`: nothing there, or it
+/// cannot be looked at). Pure but for `host`.
+pub fn classify(
+    view: &View,
+    seen: &PathSeen,
+    host: &dyn Fn(&Path) -> Option<HostEntry>,
+) -> Option<Refusal> {
+    let path = &seen.path;
+    if !path.is_absolute() || matches!(seen.errno, Some(libc::EMFILE | libc::EFBIG)) {
+        return None;
+    }
+    let creates = seen.access == Access::Create;
+    // What must exist on the host for this to be a refusal: the path, or for a create, the
+    // directory it goes in.
+    let probe: &Path = match creates {
+        true => path.parent()?,
+        false => path,
+    };
+    let entry = host(probe)?;
+    let op = if view.namespaces {
+        covering(view.mounts, path)
+    } else {
+        None
+    };
+    // The sandbox's own procfs and /dev are in its view too (a path missing there is not the
+    // host's to lend).
+    let visible = !view.namespaces
+        || op.is_some_and(|op| {
+            shows_host(op) || op.dst() == *path || matches!(op, Op::Proc { .. } | Op::Dev { .. })
+        });
+    let errno = seen.errno;
+    let writes = matches!(seen.access, Access::Write | Access::Create);
+    let sub = if !visible {
+        match errno {
+            None | Some(libc::ENOENT) | Some(libc::EACCES) => "hidden",
+            _ => return None,
+        }
+    } else if matches!(errno, Some(libc::EROFS)) || (errno.is_none() && writes && read_only(op)) {
+        "read_only"
+    } else if matches!(errno, None | Some(libc::EACCES | libc::EPERM))
+        && view
+            .landlock
+            .is_some_and(|l| !landlock_allows(l, path, seen.access))
+    {
+        "landlock"
+    } else {
+        return None;
+    };
+    // The path the fix names: the file itself, or for a create the directory it goes in.
+    let target = match creates {
+        true => probe.to_path_buf(),
+        false => path.clone(),
+    };
+    let never = never_why(view, &target, entry, op, sub, writes);
+    let (rule, fix, patch) = {
+        let rule = match sub {
+            "hidden" => "not in the sandbox's view".to_string(),
+            "read_only" => "bound read-only".to_string(),
+            _ => format!("outside landlock's {} rules", seen.access.as_str()),
+        };
+        match never {
+            Some(why) => (rule, format!("never: {why}"), None),
+            None if writes => (
+                rule,
+                format!(
+                    "[filesystem] extra_rw = {{ add = [\"{}\"] }}",
+                    crate::visible::path(&target)
+                ),
+                Some(Patch::ExtraRw(target.clone())),
+            ),
+            None => (
+                rule,
+                format!(
+                    "[filesystem] extra_ro = {{ add = [\"{}\"] }}",
+                    crate::visible::path(&target)
+                ),
+                Some(Patch::ExtraRo(target.clone())),
+            ),
+        }
+    };
+    Some(Refusal {
+        kind: Kind::Filesystem,
+        sub: sub.into(),
+        what: format!("{} ({})", crate::visible::path(path), seen.access.as_str()),
+        rule,
+        fix,
+        patch,
+        count: seen.count.max(1),
+    })
+}
+
+/// Why no profile may allow it, if so.
+fn never_why(
+    view: &View,
+    target: &Path,
+    entry: HostEntry,
+    op: Option<&Op>,
+    sub: &str,
+    writes: bool,
+) -> Option<String> {
+    if let crate::toolchain::Class::Refused(why) = crate::toolchain::classify(target, view.homes) {
+        if !why.ends_with("a top-level directory") || writes {
+            return Some(format!("the host boundary keeps it out ({why})"));
+        }
+    }
+    if let Some(op) = op {
+        if covers_on_purpose(op) {
+            return Some("a credential path the sandbox covers".into());
+        }
+        if matches!(op, Op::GitView { .. } | Op::RepoRo { .. }) && writes {
+            return Some("git's configuration and the protected paths stay read-only".into());
+        }
+    }
+    if !entry.plain {
+        return Some("a socket, device or fifo of the host is never bound".into());
+    }
+    if !entry.world_readable && !writes {
+        return Some("the host keeps it private (not readable by others)".into());
+    }
+    if sub == "landlock" && OWN.iter().any(|d| target.starts_with(d)) {
+        return Some(format!(
+            "the sandbox's own {} is read-only to the command",
+            OWN.iter().find(|d| target.starts_with(d)).unwrap_or(&"")
+        ));
+    }
+    if writes && SYSTEM.iter().any(|d| target.starts_with(d)) {
+        return Some("a system directory is shared with the host read-only".into());
+    }
+    None
+}
+
+/// The mount operation whose target holds `path` (the deepest).
+fn covering<'a>(ops: &'a [Op], path: &Path) -> Option<&'a Op> {
+    ops.iter()
+        .filter(|op| path.starts_with(op.dst()))
+        .max_by_key(|op| op.dst().components().count())
+}
+
+/// Does the operation show the host's files at its target (a bind, the repo), rather than a
+/// tree of the sandbox's own (a tmpfs, procfs, /dev)?
+fn shows_host(op: &Op) -> bool {
+    match op {
+        Op::Bind { src, .. } => src != Path::new("/dev/null"),
+        Op::Tmpfs { .. } | Op::Proc { .. } | Op::Dev { .. } => false,
+        Op::Symlink { .. } | Op::Overlay { .. } | Op::GitView { .. } | Op::RepoRo { .. } => true,
+    }
+}
+
+fn read_only(op: Option<&Op>) -> bool {
+    matches!(
+        op,
+        Some(Op::Bind { ro: true, .. } | Op::Symlink { .. } | Op::RepoRo { .. })
+    )
+}
+
+/// A credential path covered in the new root ([`crate::toolchain::Hide`]): `/dev/null` bound
+/// on it, or an empty tmpfs of mode 0.
+fn covers_on_purpose(op: &Op) -> bool {
+    match op {
+        Op::Bind { src, .. } => src == Path::new("/dev/null"),
+        Op::Tmpfs { mode, .. } => *mode == 0,
+        _ => false,
+    }
+}
+
+/// Do the landlock rules give `access` on `path`?
+fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
+    let under = |v: &[PathBuf]| v.iter().any(|d| path.starts_with(d));
+    match access {
+        Access::Read | Access::Exec => {
+            l.list.iter().any(|d| d == path)
+                || under(&l.read_exec)
+                || (access == Access::Read && under(&l.read_only))
+                || under(&l.read_write)
+                || under(&l.devices)
+                || under(&l.tty_devices)
+        }
+        Access::Write | Access::Create | Access::Socket => {
+            under(&l.read_write)
+                || (access == Access::Write && (under(&l.devices) || under(&l.tty_devices)))
+        }
+        Access::Ioctl => under(&l.tty_devices),
+    }
+}
+
+/// Looks at `path` on the host without following a link or triggering an automount
+/// (`statx(AT_SYMLINK_NOFOLLOW|AT_NO_AUTOMOUNT)`): an NFS or autofs path does not hang the
+/// caller for an answer. Called after the run only.
+pub fn host_entry(path: &Path) -> Option<HostEntry> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statx is a valid value of this plain C struct.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path that lives across the call and `st` is a valid
+    // out-buffer of the size the kernel writes; the call keeps neither.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_TYPE | libc::STATX_MODE,
+            &mut st,
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    let fmt = u32::from(st.stx_mode) & libc::S_IFMT;
+    Some(HostEntry {
+        plain: fmt == libc::S_IFREG || fmt == libc::S_IFDIR,
+        world_readable: u32::from(st.stx_mode) & 0o004 != 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(p: &str, ro: bool) -> Op {
+        Op::Bind {
+            src: p.into(),
+            dst: p.into(),
+            ro,
+            optional: false,
+        }
+    }
+
+    fn seen(p: &str, access: Access, errno: Option<i32>) -> PathSeen {
+        PathSeen {
+            path: p.into(),
+            access,
+            errno,
+            count: 1,
+        }
+    }
+
+    /// The host of the table: these exist, `/etc/shadow` private, the docker socket a socket.
+    fn host(p: &Path) -> Option<HostEntry> {
+        let plain = HostEntry {
+            plain: true,
+            world_readable: true,
+        };
+        match p.to_str()? {
+            "/etc/shadow" => Some(HostEntry {
+                world_readable: false,
+                ..plain
+            }),
+            "/run/docker.sock" => Some(HostEntry {
+                plain: false,
+                world_readable: true,
+            }),
+            "/"
+            | "/etc"
+            | "/etc/hosts.extra"
+            | "/usr"
+            | "/usr/lib"
+            | "/root"
+            | "/root/.gitconfig"
+            | "/root/.ssh"
+            | "/root/.ssh/id_ed25519"
+            | "/opt"
+            | "/opt/tools"
+            | "/opt/tools/cfg"
+            | "/repo"
+            | "/repo/.git/config"
+            | "/proc"
+            | "/proc/self"
+            | "/proc/self/comm"
+            | "/srv/data"
+            | "/srv"
+            | "/run" => Some(plain),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_classifier_table() {
+        use libc::{EACCES, ENOENT, EROFS};
+        use Access::*;
+        let mounts = vec![
+            Op::Tmpfs {
+                dst: "/".into(),
+                size: 0,
+                mode: 0o755,
+            },
+            bind("/usr", true),
+            Op::Tmpfs {
+                dst: "/root".into(),
+                size: 0,
+                mode: 0o700,
+            },
+            bind("/opt/tools", true),
+            Op::Overlay {
+                lower: "/repo".into(),
+                dst: "/repo".into(),
+                size: 0,
+                kept: false,
+                carry: None,
+                root: 0,
+                above: vec![],
+                disk: false,
+            },
+            Op::RepoRo {
+                repo: "/repo".into(),
+                rel: ".git/config".into(),
+                create: false,
+            },
+            Op::Proc {
+                dst: "/proc".into(),
+            },
+        ];
+        let spec = Spec {
+            list: vec!["/".into()],
+            read_exec: vec!["/usr".into(), "/opt/tools".into()],
+            read_only: vec!["/proc".into()],
+            read_write: vec!["/repo".into(), "/root".into(), "/tmp".into()],
+            devices: vec![],
+            tty_devices: vec![],
+            tcp_connect: None,
+            tcp_bind: None,
+            scope: false,
+        };
+        let homes = vec![PathBuf::from("/root"), PathBuf::from("/home/u")];
+        let view = View {
+            namespaces: true,
+            mounts: &mounts,
+            landlock: Some(&spec),
+            homes: &homes,
+        };
+        let c = |p: &str, a: Access, e: Option<i32>| {
+            classify(&view, &seen(p, a, e), &host).map(|r| (r.sub, r.fix, r.patch))
+        };
+        let sub = |p: &str, a: Access, e: Option<i32>| c(p, a, e).map(|r| r.0);
+        let never = |p: &str, a: Access, e: Option<i32>| {
+            c(p, a, e).is_some_and(|r| r.1.starts_with("never: ") && r.2.is_none())
+        };
+        // hidden: on the host, not in the view; the patch names the file
+        let h = c("/etc/hosts.extra", Read, Some(ENOENT)).unwrap();
+        assert_eq!(h.0, "hidden");
+        assert_eq!(h.2, Some(Patch::ExtraRo("/etc/hosts.extra".into())));
+        assert_eq!(
+            h.1,
+            "[filesystem] extra_ro = { add = [\"/etc/hosts.extra\"] }"
+        );
+        assert_eq!(
+            sub("/root/.gitconfig", Read, Some(ENOENT)).unwrap(),
+            "hidden"
+        );
+        assert_eq!(sub("/srv/data", Read, None).unwrap(), "hidden");
+        // a write to a hidden path: extra_rw
+        assert_eq!(
+            c("/srv/data", Write, Some(ENOENT)).unwrap().2,
+            Some(Patch::ExtraRw("/srv/data".into()))
+        );
+        // not on the host either: the same failure outside
+        assert_eq!(c("/etc/nothing", Read, Some(ENOENT)), None);
+        assert_eq!(c("/nope/x", Create, Some(EROFS)), None);
+        // in the view and missing: missing on the host too
+        assert_eq!(c("/usr/lib/x", Read, Some(ENOENT)), None);
+        // read_only: a create in a bound dir names the dir; system dirs never
+        let r = c("/opt/tools/new", Create, Some(EROFS)).unwrap();
+        assert_eq!(r.0, "read_only");
+        assert_eq!(r.2, Some(Patch::ExtraRw("/opt/tools".into())));
+        assert_eq!(sub("/usr/x", Create, Some(EROFS)).unwrap(), "read_only");
+        assert!(never("/usr/x", Create, Some(EROFS)));
+        assert!(never("/usr/lib", Write, None));
+        // git's protected configuration
+        assert!(never("/repo/.git/config", Write, Some(EROFS)));
+        // landlock: visible, outside the rules for that access
+        assert_eq!(
+            sub("/proc/self/comm", Create, Some(EACCES)).unwrap(),
+            "landlock"
+        );
+        assert!(never("/proc/self/comm", Create, Some(EACCES)));
+        // allowed by landlock: a file mode, the same outside
+        assert_eq!(c("/usr/lib", Read, Some(EACCES)), None);
+        // credentials, a home, private files and host sockets: never
+        assert!(
+            never("/root/.ssh/id_ed25519", Read, Some(ENOENT)),
+            "{:?}",
+            c("/root/.ssh/id_ed25519", Read, Some(ENOENT))
+        );
+        // a mount point is in the view
+        assert_eq!(c("/root", Read, None), None);
+        assert!(never("/root", Create, Some(EROFS)));
+        assert!(never("/etc/shadow", Read, Some(ENOENT)));
+        assert!(never("/run/docker.sock", Socket, Some(ENOENT)));
+        // an errno that is not a refusal of a path
+        assert_eq!(c("/etc/hosts.extra", Read, Some(libc::EMFILE)), None);
+        // without namespaces: everything is in view, landlock decides
+        let flat = View {
+            namespaces: false,
+            ..view
+        };
+        let f = |p: &str, a: Access, e: Option<i32>| {
+            classify(&flat, &seen(p, a, e), &host).map(|r| r.sub)
+        };
+        assert_eq!(f("/srv/data", Read, Some(EACCES)).unwrap(), "landlock");
+        assert_eq!(f("/etc/hosts.extra", Read, Some(ENOENT)), None);
+    }
+}
