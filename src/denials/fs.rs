@@ -147,6 +147,15 @@ fn never_why(
     sub: &str,
     writes: bool,
 ) -> Option<String> {
+    if sub == "landlock" && OWN.iter().any(|d| target.starts_with(d)) {
+        return Some(format!(
+            "the sandbox's own {} is read-only to the command",
+            OWN.iter().find(|d| target.starts_with(d)).unwrap_or(&"")
+        ));
+    }
+    if writes && SYSTEM.iter().any(|d| target.starts_with(d)) {
+        return Some("a system directory is shared with the host read-only".into());
+    }
     if let crate::toolchain::Class::Refused(why) = crate::toolchain::classify(target, view.homes) {
         if !why.ends_with("a top-level directory") || writes {
             return Some(format!("the host boundary keeps it out ({why})"));
@@ -165,15 +174,6 @@ fn never_why(
     }
     if !entry.world_readable && !writes {
         return Some("the host keeps it private (not readable by others)".into());
-    }
-    if sub == "landlock" && OWN.iter().any(|d| target.starts_with(d)) {
-        return Some(format!(
-            "the sandbox's own {} is read-only to the command",
-            OWN.iter().find(|d| target.starts_with(d)).unwrap_or(&"")
-        ));
-    }
-    if writes && SYSTEM.iter().any(|d| target.starts_with(d)) {
-        return Some("a system directory is shared with the host read-only".into());
     }
     None
 }

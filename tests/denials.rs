@@ -1,0 +1,494 @@
+//! Every refusal named: each kind the sandbox refuses, triggered from inside a real sandbox,
+//! named on stderr at the end of the failed run (`sandbox-run: refused KIND SUB: ...`), by
+//! `-v`, and in the report (`results[].denials`), beside a positive control: the same
+//! command with the named fix applied passes and has no such refusal.
+//!
+//! The filesystem refusals come from the command's error texts (its stderr, which the
+//! supervisor relays when it captures), judged after the run against the plan and the host.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A profile: `base` with `programs` added by name, `edit` applied to its TOML.
+fn profile(f: &Fixture, name: &str, spec: Spec, edit: impl FnOnce(&mut toml::Table)) -> PathBuf {
+    let mut t: toml::Table = toml::from_str(&spec.to_toml()).unwrap();
+    edit(&mut t);
+    let p = f.path(&format!("{name}.toml"));
+    std::fs::write(&p, toml::to_string(&t).unwrap()).unwrap();
+    p
+}
+
+/// `ci` (shells, repo read-write, no network) with the probe.
+fn ci(f: &Fixture, name: &str, edit: impl FnOnce(&mut toml::Table)) -> PathBuf {
+    profile(f, name, Spec::extends("ci"), edit)
+}
+
+fn limits(t: &mut toml::Table, key: &str, value: toml::Value) {
+    t.entry("limits")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .unwrap()
+        .insert(key.into(), value);
+}
+
+struct Out {
+    run: Run,
+    report: Value,
+}
+
+impl Out {
+    fn denials(&self) -> Vec<Value> {
+        self.report["results"][0]["denials"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The one denial of `kind`/`sub`, or a failure that shows the run.
+    fn denial(&self, kind: &str, sub: &str) -> Value {
+        let found: Vec<Value> = self
+            .denials()
+            .into_iter()
+            .filter(|d| d["kind"] == kind && d["sub"] == sub)
+            .collect();
+        assert_eq!(found.len(), 1, "one {kind} {sub} denial:\n{self}");
+        found[0].clone()
+    }
+
+    fn none_of(&self, kind: &str) {
+        assert!(
+            self.denials().iter().all(|d| d["kind"] != kind),
+            "no {kind} denial:\n{self}"
+        );
+    }
+
+    /// The stderr lines of refusals.
+    fn refused_lines(&self) -> Vec<&str> {
+        self.run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("sandbox-run: refused "))
+            .collect()
+    }
+
+    /// The denial's line is on stderr, once.
+    fn says(&self, d: &Value) {
+        let line = format!(
+            "sandbox-run: refused {} {}: {}{}: {}; {}",
+            d["kind"].as_str().unwrap(),
+            d["sub"].as_str().unwrap(),
+            d["what"].as_str().unwrap(),
+            match d["count"].as_u64().unwrap() {
+                1 => String::new(),
+                n => format!(" ({n}x)"),
+            },
+            d["rule"].as_str().unwrap(),
+            d["fix"].as_str().unwrap()
+        );
+        let n = self.refused_lines().iter().filter(|l| **l == line).count();
+        assert_eq!(n, 1, "{line:?} once on stderr:\n{self}");
+    }
+}
+
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\ndenials: {:#}",
+            self.run, self.report["results"][0]["denials"]
+        )
+    }
+}
+
+/// Run `argv` in a sandbox of `profile` over `repo`, capturing (so the command's stderr
+/// passes the supervisor), with a report.
+fn run(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str]) -> Out {
+    let report = repo.parent().unwrap().join("denials-report.json");
+    let _ = std::fs::remove_file(&report);
+    let mut o = vec!["--report", report.to_str().unwrap(), "--capture"];
+    o.extend_from_slice(opts);
+    let r = run_command(sandbox_command(profile, repo, &o, argv), LIMIT);
+    let report = std::fs::read_to_string(&report)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| panic!("no report:\n{r}"));
+    Out { run: r, report }
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A file on the host that the sandbox does not show: named `hidden` with the `extra_ro`
+/// of that very file; the profile with it reads the file. A path that is on the host in
+/// neither place is no refusal. `-v` names it on a run that succeeds too.
+#[test]
+fn a_hidden_file_is_named_with_its_extra_ro() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-hidden");
+    let repo = f.repo("repo");
+    let file = f.write("outside/conf.txt", "conf\n");
+    let p = ci(&f, "ci", |_| {});
+    let cat = ["cat", path_str(&file)];
+    let o = run(&p, &repo, &[], &cat);
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("filesystem", "hidden");
+    assert_eq!(d["what"], format!("{} (read)", file.display()));
+    assert_eq!(
+        d["patch"],
+        serde_json::json!({"set": "extra_ro", "value": file.to_str().unwrap()})
+    );
+    assert_eq!(
+        d["fix"],
+        format!(
+            "[filesystem] extra_ro = {{ add = [\"{}\"] }}",
+            file.display()
+        )
+    );
+    o.says(&d);
+    // -v: said on a run that succeeds as well (the command swallows its failure)
+    let script = format!("cat {} || true", file.display());
+    let v = run(&p, &repo, &["-v"], &strs(&sh(&script)));
+    assert_eq!(v.run.code, Some(0), "{v}");
+    let dv = v.denial("filesystem", "hidden");
+    v.says(&dv);
+    // without -v a run that succeeds says nothing
+    let quiet = run(&p, &repo, &[], &strs(&sh(&script)));
+    assert_eq!(quiet.run.code, Some(0), "{quiet}");
+    assert!(quiet.refused_lines().is_empty(), "{quiet}");
+    // the fix applied: read, nothing refused
+    let fixed = profile(&f, "fixed", Spec::extends("ci").extra_ro(&file), |_| {});
+    let ok = run(&fixed, &repo, &[], &cat);
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    assert!(ok.run.stdout.contains("conf"), "{ok}");
+    ok.none_of("filesystem");
+    // not on the host either: the same failure outside, no refusal
+    let gone = f.path("outside/gone.txt");
+    let o = run(&p, &repo, &[], &["cat", path_str(&gone)]);
+    assert_ne!(o.run.code, Some(0), "{o}");
+    assert!(o.run.stderr.contains("No such file"), "{o}");
+    o.none_of("filesystem");
+    // a system file the profile leaves out: the same
+    if Path::new("/etc/fstab").is_file() {
+        let o = run(&p, &repo, &[], &["cat", "/etc/fstab"]);
+        let d = o.denial("filesystem", "hidden");
+        assert_eq!(d["patch"]["value"], "/etc/fstab", "{o}");
+    }
+}
+
+/// A write into a read-only bind: `read_only`, with the `extra_rw` of the directory the
+/// file goes in; the profile with it writes. A system directory: never.
+#[test]
+fn a_write_to_a_read_only_bind_is_named() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-ro");
+    let repo = f.repo("repo");
+    let dir = f.path("outside/d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = profile(&f, "ro", Spec::extends("ci").extra_ro(&dir), |_| {});
+    let script = format!("echo x > {}/new", dir.display());
+    let o = run(&p, &repo, &[], &strs(&sh(&script)));
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("filesystem", "read_only");
+    assert_eq!(
+        d["patch"],
+        serde_json::json!({"set": "extra_rw", "value": dir.to_str().unwrap()}),
+        "{o}"
+    );
+    o.says(&d);
+    let fixed = profile(&f, "rw", Spec::extends("ci").extra_rw(&dir), |_| {});
+    let ok = run(&fixed, &repo, &[], &strs(&sh(&script)));
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("filesystem");
+    // a system directory: named, and no setting allows it
+    let o = run(&p, &repo, &[], &strs(&sh("echo x > /usr/x")));
+    let d = o.denial("filesystem", "read_only");
+    assert!(d["fix"].as_str().unwrap().starts_with("never: "), "{o}");
+    assert_eq!(d["patch"], Value::Null);
+    o.says(&d);
+}
+
+/// A write the mounts allow and landlock does not (the sandbox's own /proc, read-only to
+/// landlock): `landlock`, never. The control: a write where landlock allows (/tmp).
+#[test]
+fn a_write_outside_landlock_is_named() {
+    if !sandbox_works() || !need_landlock(1, "landlock") {
+        return;
+    }
+    let f = Fixture::new("den-landlock");
+    let repo = f.repo("repo");
+    let p = ci(&f, "ci", |_| {});
+    let o = run(&p, &repo, &[], &strs(&sh("echo x > /proc/self/comm")));
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("filesystem", "landlock");
+    assert!(d["fix"].as_str().unwrap().starts_with("never: "), "{o}");
+    o.says(&d);
+    let ok = run(&p, &repo, &[], &strs(&sh("echo x > /tmp/x && cat /tmp/x")));
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("filesystem");
+}
+
+/// The caller's credentials and the host's private files: named, and never allowed, while
+/// a plain file of the same home is offered by `extra_ro`.
+#[test]
+fn credentials_are_named_never() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-creds");
+    let repo = f.repo("repo");
+    let home = f.path("home");
+    let key = f.write("home/.ssh/id_test", "key\n");
+    let plain = f.write("home/notes.txt", "notes\n");
+    let p = ci(&f, "ci", |_| {});
+    let with_home = |argv: &[&str]| {
+        let report = f.path("creds-report.json");
+        let _ = std::fs::remove_file(&report);
+        let mut c = sandbox_command(
+            &p,
+            &repo,
+            &["--report", path_str(&report), "--capture"],
+            argv,
+        );
+        c.env("HOME", &home);
+        let r = run_command(c, LIMIT);
+        let report = std::fs::read_to_string(&report)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| panic!("no report:\n{r}"));
+        Out { run: r, report }
+    };
+    let o = with_home(&["cat", path_str(&key)]);
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("filesystem", "hidden");
+    assert!(
+        d["fix"].as_str().unwrap().starts_with("never: ")
+            && d["fix"].as_str().unwrap().contains("credentials"),
+        "{o}"
+    );
+    assert_eq!(d["patch"], Value::Null);
+    o.says(&d);
+    // the positive control: the same home's plain file is offered
+    let o = with_home(&["cat", path_str(&plain)]);
+    let d = o.denial("filesystem", "hidden");
+    assert_eq!(d["patch"]["set"], "extra_ro", "{o}");
+    // the host's private file
+    if Path::new("/etc/shadow").exists() {
+        let o = run(&p, &repo, &[], &["cat", "/etc/shadow"]);
+        let d = o.denial("filesystem", "hidden");
+        assert!(d["fix"].as_str().unwrap().starts_with("never: "), "{o}");
+    }
+}
+
+/// `--net filtered`: a host not on the list, refused by the proxy, is named with its
+/// `--allow-host`; with it the request goes through and nothing is refused.
+#[test]
+fn a_refused_host_is_named_with_its_allow_host() {
+    if !sandbox_works() {
+        return;
+    }
+    let Some(_) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("curl"))
+            .find(|f| f.is_file())
+    }) else {
+        skip_tool("curl is not installed");
+        return;
+    };
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n",
+            );
+        }
+    });
+    let f = Fixture::new("den-net");
+    let repo = f.repo("repo");
+    let p = profile(
+        &f,
+        "filtered",
+        Spec::extends("validate")
+            .net("filtered")
+            .programs(&["curl"]),
+        |_| {},
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let curl = ["curl", "-fsS", "--noproxy", "", url.as_str()];
+    let o = run(&p, &repo, &[], &curl);
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("network", "host");
+    let lit = format!("127.0.0.1:{port}");
+    assert_eq!(d["what"], lit, "{o}");
+    assert_eq!(
+        d["patch"],
+        serde_json::json!({"set": "host", "value": lit.as_str()})
+    );
+    assert!(
+        d["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("--allow-host {lit}")),
+        "{o}"
+    );
+    o.says(&d);
+    let ok = run(&p, &repo, &["--allow-host", &lit], &curl);
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("network");
+}
+
+/// Memory, pids and the timeout: each limit hit is named with a value that would do; the
+/// same probe under it passes.
+#[test]
+fn cgroup_limits_and_the_timeout_are_named() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-limits");
+    let repo = f.repo("repo");
+    let p = profile(&f, "v", Spec::default(), |_| {});
+    let probe = probe();
+    let probe = path_str(&probe);
+    // the timeout
+    let o = run(&p, &repo, &["--timeout", "1s"], &[probe, "sleep", "30"]);
+    assert_eq!(o.run.code, Some(124), "{o}");
+    let d = o.denial("resource", "timeout");
+    assert_eq!(
+        d["patch"],
+        serde_json::json!({"set": "limit", "value": {"key": "timeout", "value": "2s"}})
+    );
+    o.says(&d);
+    let ok = run(&p, &repo, &["--timeout", "30s"], &[probe, "sleep", "1"]);
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("resource");
+    if !cgroup_layer_works(&ok) {
+        skip(
+            "cgroup",
+            "no cgroup for this user: memory and pids are not capped",
+        );
+        return;
+    }
+    // memory
+    let o = run(&p, &repo, &["--memory", "64M"], &[probe, "alloc", "512"]);
+    let d = o.denial("resource", "memory");
+    assert_eq!(d["patch"]["value"]["value"], "128M", "{o}");
+    assert!(
+        d["fix"].as_str().unwrap().starts_with("--memory 128M"),
+        "{o}"
+    );
+    o.says(&d);
+    let ok = run(&p, &repo, &["--memory", "64M"], &[probe, "alloc", "16"]);
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("resource");
+    // pids
+    let o = run(&p, &repo, &["--pids", "16"], &[probe, "fork-bomb", "100"]);
+    let d = o.denial("resource", "pids");
+    assert_eq!(d["patch"]["value"]["value"], "32", "{o}");
+    if o.run.code != Some(0) {
+        o.says(&d);
+    }
+    let ok = run(&p, &repo, &["--pids", "64"], &[probe, "fork-bomb", "8"]);
+    ok.none_of("resource");
+}
+
+/// The cgroup layer was in force for a run (rootless without delegation it is not).
+fn cgroup_layer_works(o: &Out) -> bool {
+    !o.report["sandbox"]["cgroup"].is_null()
+}
+
+/// The output cap and the file size limit: named, with the profile line that would do.
+#[test]
+fn output_and_file_size_limits_are_named() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-output");
+    let repo = f.repo("repo");
+    let p = profile(&f, "v", Spec::default(), |t| {
+        limits(t, "output", "64K".into());
+        limits(t, "fsize", "1M".into());
+    });
+    let probe = probe();
+    let probe = path_str(&probe);
+    // past the output cap (the command itself succeeds: -v names it)
+    let o = run(&p, &repo, &["-v"], &[probe, "write-bytes", "200000"]);
+    let d = o.denial("resource", "output");
+    assert_eq!(d["patch"]["value"]["value"], "128K", "{o}");
+    o.says(&d);
+    let ok = run(&p, &repo, &["-v"], &[probe, "write-bytes", "1000"]);
+    ok.none_of("resource");
+    // a file past RLIMIT_FSIZE: the writer dies of SIGXFSZ
+    let big = f.write("big.bin", &"x".repeat(3 << 20));
+    let small = f.write("small.bin", "x");
+    let p2 = profile(
+        &f,
+        "v2",
+        Spec::default().extra_ro(big.parent().unwrap()),
+        |t| limits(t, "fsize", "1M".into()),
+    );
+    let o = run(
+        &p2,
+        &repo,
+        &[],
+        &[probe, "copy", path_str(&big), "/tmp/big"],
+    );
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("resource", "fsize");
+    assert_eq!(d["patch"]["value"]["value"], "2M", "{o}");
+    o.says(&d);
+    let ok = run(
+        &p2,
+        &repo,
+        &[],
+        &[probe, "copy", path_str(&small), "/tmp/small"],
+    );
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("resource");
+}
+
+/// A failed run names at most ten refusals, then how many more the report has.
+#[test]
+fn ten_refusals_then_the_count() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-ten");
+    let repo = f.repo("repo");
+    let mut files = Vec::new();
+    for i in 0..13 {
+        files.push(f.write(&format!("outside/f{i}"), "x\n"));
+    }
+    let p = ci(&f, "ci", |_| {});
+    let mut argv = vec!["cat".to_string()];
+    argv.extend(files.iter().map(|p| p.display().to_string()));
+    let o = run(&p, &repo, &[], &strs(&argv));
+    assert_ne!(o.run.code, Some(0), "{o}");
+    assert_eq!(o.denials().len(), 13, "{o}");
+    assert_eq!(o.refused_lines().len(), 10, "{o}");
+    assert!(
+        o.run
+            .stderr
+            .contains("sandbox-run: ... and 3 more refusals (see the report)"),
+        "{o}"
+    );
+}
