@@ -388,6 +388,25 @@ pub fn build(
     let system_ro = expand_globs(&fs.system_ro);
     let extra_ro = env_paths(&fs.extra_ro, host, "extra_ro")?;
     let extra_rw = env_paths(&fs.extra_rw, host, "extra_rw")?;
+    // Never a home, its credentials or anything above them, whatever the profile says (the
+    // same rule names such a refusal `never`).
+    let caller_home = host.var("HOME").map(Path::new);
+    let homes = toolchain::homes(
+        &caller_home
+            .into_iter()
+            .chain([home.as_path()])
+            .collect::<Vec<_>>(),
+    );
+    for (key, list) in [("extra_ro", &extra_ro), ("extra_rw", &extra_rw)] {
+        for p in list {
+            if let Some(why) = toolchain::never_bound(p, &homes) {
+                return Err(format!(
+                    "filesystem.{key}: {} is never bound into a sandbox: {why}; bind the files a program needs instead",
+                    p.display()
+                ));
+            }
+        }
+    }
     let toolchains = if fs.toolchains {
         let names: Vec<&str> = profile
             .gate

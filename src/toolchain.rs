@@ -265,6 +265,25 @@ pub fn classify(p: &Path, homes: &[PathBuf]) -> Class {
     }
 }
 
+/// Why a profile's `extra_ro` or `extra_rw` entry may never be bound, or `None`: `/`, a home
+/// directory or one above it, a credential location of a home ([`SECRETS`]) or anything
+/// inside or above one, an app-data root of `~/.local`. The rule of [`classify`] without its
+/// install-prefix shapes (a top-level directory such as `/opt` or `/nix` is fine to name).
+/// One source of truth: the plan refuses such an entry, and a filesystem refusal whose fix
+/// would be such an entry says `never` instead. Pure.
+pub fn never_bound(p: &Path, homes: &[PathBuf]) -> Option<String> {
+    if p.parent().is_none() {
+        return Some("/, the whole file system".into());
+    }
+    if let Some(h) = homes.iter().find(|h| h.starts_with(p)) {
+        return Some(format!("the home directory {} or above it", h.display()));
+    }
+    match classify(p, homes) {
+        Class::Refused(why) if !why.ends_with("a top-level directory") => Some(why),
+        _ => None,
+    }
+}
+
 /// The install prefix of a place the lookup passed through. Pure.
 pub fn prefix(hop: &Path) -> PathBuf {
     let Some(parent) = hop.parent() else {
@@ -889,6 +908,38 @@ mod tests {
 
     fn class(p: &str) -> Class {
         classify(Path::new(p), &homes())
+    }
+
+    #[test]
+    fn extra_binds_never_name_a_home_or_credentials() {
+        let homes = [PathBuf::from("/home/u"), PathBuf::from("/root")];
+        for p in [
+            "/",
+            "/home",
+            "/home/u",
+            "/home/u/.ssh",
+            "/home/u/.ssh/id_ed25519",
+            "/home/u/.aws/credentials",
+            "/home/u/.npmrc",
+            "/home/u/.config",
+            "/home/u/.config/gh/hosts.yml",
+            "/root/.docker",
+            "/home/u/.local/share",
+        ] {
+            assert!(never_bound(Path::new(p), &homes).is_some(), "{p}");
+        }
+        for p in [
+            "/opt",
+            "/nix",
+            "/opt/tools",
+            "/etc/fstab",
+            "/home/u/src/lib",
+            "/home/u/.gitconfig",
+            "/home/u/.cargo/bin",
+            "/srv/data",
+        ] {
+            assert_eq!(never_bound(Path::new(p), &homes), None, "{p}");
+        }
     }
 
     #[test]

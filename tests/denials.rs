@@ -287,6 +287,27 @@ fn credentials_are_named_never() {
     let o = with_home(&["cat", path_str(&plain)]);
     let d = o.denial("filesystem", "hidden");
     assert_eq!(d["patch"]["set"], "extra_ro", "{o}");
+    // never means never: a profile that binds the credentials anyway is refused before
+    // anything runs, one line; the plain file's extra_ro reads
+    for (name, spec) in [
+        ("ssh-ro", Spec::extends("ci").extra_ro(&home.join(".ssh"))),
+        ("key-rw", Spec::extends("ci").extra_rw(&key)),
+        ("home-ro", Spec::extends("ci").extra_ro(&home)),
+    ] {
+        let bad = profile(&f, name, spec, |_| {});
+        let mut c = sandbox_command(&bad, &repo, &[], &["cat", path_str(&key)]);
+        c.env("HOME", &home);
+        let r = run_command(c, LIMIT);
+        assert_ne!(r.code, Some(0), "{r}");
+        assert!(!r.stdout.contains("key"), "{r}");
+        assert!(r.stderr.contains("is never bound into a sandbox"), "{r}");
+    }
+    let good = profile(&f, "plain-ro", Spec::extends("ci").extra_ro(&plain), |_| {});
+    let mut c = sandbox_command(&good, &repo, &[], &["cat", path_str(&plain)]);
+    c.env("HOME", &home);
+    let r = run_command(c, LIMIT);
+    assert_eq!(r.code, Some(0), "{r}");
+    assert!(r.stdout.contains("notes"), "{r}");
     // the host's private file
     if Path::new("/etc/shadow").exists() {
         let o = run(&p, &repo, &[], &["cat", "/etc/shadow"]);

@@ -156,10 +156,9 @@ fn never_why(
     if writes && SYSTEM.iter().any(|d| target.starts_with(d)) {
         return Some("a system directory is shared with the host read-only".into());
     }
-    if let crate::toolchain::Class::Refused(why) = crate::toolchain::classify(target, view.homes) {
-        if !why.ends_with("a top-level directory") || writes {
-            return Some(format!("the host boundary keeps it out ({why})"));
-        }
+    // the plan's own rule for extra_ro and extra_rw: what it refuses is never
+    if let Some(why) = crate::toolchain::never_bound(target, view.homes) {
+        return Some(format!("the host boundary keeps it out ({why})"));
     }
     if let Some(op) = op {
         if covers_on_purpose(op) {
