@@ -7,6 +7,8 @@
 //! supervisor relays when it captures), judged after the run against the plan and the host.
 
 mod common;
+#[path = "support/schema.rs"]
+mod schema;
 
 use common::*;
 use serde_json::Value;
@@ -115,6 +117,7 @@ fn run(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str]) -> Out {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_else(|| panic!("no report:\n{r}"));
+    schema::assert_valid_report(&report);
     Out { run: r, report }
 }
 
@@ -271,6 +274,7 @@ fn credentials_are_named_never() {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_else(|| panic!("no report:\n{r}"));
+        schema::assert_valid_report(&report);
         Out { run: r, report }
     };
     let o = with_home(&["cat", path_str(&key)]);
