@@ -399,7 +399,13 @@ pub fn build(
     );
     for (key, list) in [("extra_ro", &extra_ro), ("extra_rw", &extra_rw)] {
         for p in list {
-            if let Some(why) = toolchain::never_bound(p, &homes) {
+            // the path as named and as the bind will resolve it (a link, a `..`)
+            let real = crate::canon::canonicalize(p).ok();
+            let never = [Some(p.as_path()), real.as_deref()]
+                .into_iter()
+                .flatten()
+                .find_map(|q| toolchain::never_bound(q, &homes));
+            if let Some(why) = never {
                 return Err(format!(
                     "filesystem.{key}: {} is never bound into a sandbox: {why}; bind the files a program needs instead",
                     p.display()

@@ -258,6 +258,8 @@ fn credentials_are_named_never() {
     let home = f.path("home");
     let key = f.write("home/.ssh/id_test", "key\n");
     let plain = f.write("home/notes.txt", "notes\n");
+    std::os::unix::fs::symlink(home.join(".ssh"), home.join("keys")).unwrap();
+    std::fs::create_dir_all(home.join("sub")).unwrap();
     let p = ci(&f, "ci", |_| {});
     let with_home = |argv: &[&str]| {
         let report = f.path("creds-report.json");
@@ -293,18 +295,37 @@ fn credentials_are_named_never() {
     assert_eq!(d["patch"]["set"], "extra_ro", "{o}");
     // never means never: a profile that binds the credentials anyway is refused before
     // anything runs, one line; the plain file's extra_ro reads
-    for (name, spec) in [
-        ("ssh-ro", Spec::extends("ci").extra_ro(&home.join(".ssh"))),
-        ("key-rw", Spec::extends("ci").extra_rw(&key)),
-        ("home-ro", Spec::extends("ci").extra_ro(&home)),
+    let via = |rel: &str| home.join(rel).join("id_test");
+    for (name, spec, read) in [
+        (
+            "ssh-ro",
+            Spec::extends("ci").extra_ro(&home.join(".ssh")),
+            key.clone(),
+        ),
+        ("key-rw", Spec::extends("ci").extra_rw(&key), key.clone()),
+        ("home-ro", Spec::extends("ci").extra_ro(&home), key.clone()),
+        // variants: a link to the keys, a `..` that climbs back into them
+        (
+            "link-ro",
+            Spec::extends("ci").extra_ro(&home.join("keys")),
+            via("keys"),
+        ),
+        (
+            "dotdot-ro",
+            Spec::extends("ci").extra_ro(&home.join("sub/../.ssh")),
+            via("sub/../.ssh"),
+        ),
     ] {
         let bad = profile(&f, name, spec, |_| {});
-        let mut c = sandbox_command(&bad, &repo, &[], &["cat", path_str(&key)]);
+        let mut c = sandbox_command(&bad, &repo, &[], &["cat", path_str(&read)]);
         c.env("HOME", &home);
         let r = run_command(c, LIMIT);
-        assert_ne!(r.code, Some(0), "{r}");
-        assert!(!r.stdout.contains("key"), "{r}");
-        assert!(r.stderr.contains("is never bound into a sandbox"), "{r}");
+        assert_ne!(r.code, Some(0), "{name}: {r}");
+        assert!(!r.stdout.contains("key"), "{name}: {r}");
+        assert!(
+            r.stderr.contains("is never bound into a sandbox"),
+            "{name}: {r}"
+        );
     }
     let good = profile(&f, "plain-ro", Spec::extends("ci").extra_ro(&plain), |_| {});
     let mut c = sandbox_command(&good, &repo, &[], &["cat", path_str(&plain)]);
