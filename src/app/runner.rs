@@ -223,16 +223,6 @@ impl Runner<'_> {
             output_cap: self.options.output_cap,
         };
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error, resource);
-        // Every refusal named: all of them with -v, else the first ones when it failed.
-        if self.verbose > 0 {
-            for line in crate::denials::stderr_lines(&result.denials, usize::MAX) {
-                eprintln!("{line}");
-            }
-        } else if !result.ok {
-            for line in crate::denials::stderr_lines(&result.denials, STDERR_REFUSALS) {
-                eprintln!("{line}");
-            }
-        }
         // A command that failed after refused lookups is told which host it wanted.
         let filtered = plan.net == crate::profile::NetMode::Filtered;
         let named = crate::net::dns::refusal_line(&finished.dns_refused, &plan.profile, filtered);
@@ -244,6 +234,26 @@ impl Runner<'_> {
         let hit = finished.disk_stopped.is_some() || full_at_end || finished.disk_hit;
         if hit && !result.limits_hit.contains(&"disk") {
             result.limits_hit.push("disk");
+        }
+        let named = |r: &crate::denials::Refusal| {
+            r.kind == crate::denials::Kind::Resource && r.sub == "disk"
+        };
+        if let (true, Some(cap)) = (hit, crate::layers::overlay::disk_size(&plan.mounts)) {
+            if !result.denials.iter().any(named) {
+                result
+                    .denials
+                    .push(crate::denials::resource::disk_full(cap));
+            }
+        }
+        // Every refusal named: all of them with -v, else the first ones when it failed.
+        if self.verbose > 0 {
+            for line in crate::denials::stderr_lines(&result.denials, usize::MAX) {
+                eprintln!("{line}");
+            }
+        } else if !result.ok {
+            for line in crate::denials::stderr_lines(&result.denials, STDERR_REFUSALS) {
+                eprintln!("{line}");
+            }
         }
         if finished.disk_hit && finished.disk_stopped.is_none() {
             if let Some(cap) = crate::layers::overlay::disk_size(&plan.mounts) {

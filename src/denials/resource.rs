@@ -43,6 +43,20 @@ fn refusal(sub: &str, what: String, rule: &str, fix: String, key: &str, value: S
     }
 }
 
+/// The repo's layer reached its cap (`[limits] disk`), found during the run or by the way
+/// back after it.
+pub fn disk_full(cap: u64) -> Refusal {
+    let v = Size(cap.saturating_mul(2));
+    refusal(
+        "disk",
+        format!("disk {} (the repo's layer)", Size(cap)),
+        "[limits] disk",
+        format!("[limits] disk = \"{v}\""),
+        "disk",
+        v.to_string(),
+    )
+}
+
 /// The limits the run ran into. `rlimits` are the plan's, `disk` the repo layer's cap, `seen`
 /// the stderr heuristic's finds (an EMFILE or EFBIG text counts here).
 pub fn refusals(
@@ -102,15 +116,7 @@ pub fn refusals(
     }
     let budget_hit = f.disk_hit;
     if let (true, Some(cap)) = (budget_hit, disk) {
-        let v = Size(cap.saturating_mul(2));
-        out.push(refusal(
-            "disk",
-            format!("disk {} (the repo's layer)", Size(cap)),
-            "[limits] disk",
-            format!("[limits] disk = \"{v}\""),
-            "disk",
-            v.to_string(),
-        ));
+        out.push(disk_full(cap));
     }
     if f.timed_out {
         let v = Duration(l.timeout.saturating_mul(2));
