@@ -121,8 +121,8 @@ pub struct Sandbox {
     pub no_new_privs: bool,
     pub capabilities: Vec<String>,
     pub stdin: &'static str,
-    /// What the command got as its stdout and stderr: `inherited` (sandbox-run's own, never a
-    /// terminal), `pipe` (sandbox-run's, relayed or captured) or `pty` (a pseudo-terminal of
+    /// What the command got as its stdout and stderr: `inherited` (sandbox-run's own stdout,
+    /// never a terminal; stderr is always at least a pipe, read for refusals), `pipe` (sandbox-run's, relayed or captured) or `pty` (a pseudo-terminal of
     /// sandbox-run's, relayed to the caller's terminal).
     pub stdout: &'static str,
     pub stderr: &'static str,

@@ -246,6 +246,12 @@ pub fn run(
     let piped = o.capture || o.stdout_to_stderr;
     // Where sandbox-run's stdout or stderr is a terminal, the command gets a pty of ours.
     let mut term = Terminal::choose(piped);
+    // The command's stderr passes the supervisor even where it would have been sandbox-run's
+    // own (not a terminal, no capture): relayed as it comes, and read for the paths its error
+    // texts name ([`crate::denials::stderr`]), which every refusal line is made from.
+    if term.given[1] == Given::Inherited {
+        term.given[1] = Given::Pipe;
+    }
     let mut relayed = relayed_set();
     if term.any() {
         // The caller's window changed size: copied onto the pty (see `layers::pty`).

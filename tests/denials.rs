@@ -162,6 +162,26 @@ fn a_hidden_file_is_named_with_its_extra_ro() {
         )
     );
     o.says(&d);
+    // a plain run (no report, no capture, stderr not a terminal) names it too
+    let plain = run_command(sandbox_command(&p, &repo, &[], &cat), LIMIT);
+    assert_ne!(plain.code, Some(0), "{plain}");
+    let line = format!(
+        "sandbox-run: refused filesystem hidden: {} (read): not in the sandbox's view; ",
+        file.display()
+    );
+    assert_eq!(
+        plain
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with(&line))
+            .count(),
+        1,
+        "{plain}"
+    );
+    assert!(
+        plain.stderr.contains("No such file or directory"),
+        "{plain}"
+    );
     // -v: said on a run that succeeds as well (the command swallows its failure)
     let script = format!("cat {} || true", file.display());
     let v = run(&p, &repo, &["-v"], &strs(&sh(&script)));
@@ -537,4 +557,59 @@ fn ten_refusals_then_the_count() {
             .contains("sandbox-run: ... and 3 more refusals (see the report)"),
         "{o}"
     );
+}
+
+/// `--net none`: a name the sandbox's name service refused is named with the flags that
+/// would let it through; under `filtered` with the name listed it is not refused (a name
+/// that does not resolve on the host either fails the same way outside: no refusal).
+#[test]
+fn a_refused_name_is_named() {
+    if !sandbox_works() {
+        return;
+    }
+    if std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).all(|d| !d.join("curl").is_file()))
+        .unwrap_or(true)
+    {
+        skip_tool("curl is not installed");
+        return;
+    }
+    let f = Fixture::new("den-dns");
+    let repo = f.repo("repo");
+    let name = "den-test.invalid";
+    let url = format!("http://{name}/");
+    let curl = ["curl", "-fsS", url.as_str()];
+    let none = profile(
+        &f,
+        "none",
+        Spec::extends("validate").net("none").programs(&["curl"]),
+        |_| {},
+    );
+    let o = run(&none, &repo, &[], &curl);
+    assert_ne!(o.run.code, Some(0), "{o}");
+    let d = o.denial("network", "dns");
+    assert_eq!(d["what"], name, "{o}");
+    assert!(
+        d["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("--net filtered --allow-host {name}")),
+        "{o}"
+    );
+    assert_eq!(
+        d["patch"],
+        serde_json::json!({"set": "host", "value": name})
+    );
+    o.says(&d);
+    let filtered = profile(
+        &f,
+        "filtered",
+        Spec::extends("validate")
+            .net("filtered")
+            .programs(&["curl"]),
+        |_| {},
+    );
+    let o = run(&filtered, &repo, &["--allow-host", name], &curl);
+    assert_ne!(o.run.code, Some(0), "nothing answers for {name}: {o}");
+    o.none_of("network");
 }
