@@ -100,6 +100,10 @@ pub enum ProfilesAction {
     Show {
         /// Profile name or path to a .toml file.
         name: String,
+        /// Follow each list entry and each value with a comment naming the profile of the
+        /// `extends` chain it came from (`# ci (built in)`, a file's path, or `# default`).
+        #[arg(long)]
+        resolved: bool,
     },
 }
 
