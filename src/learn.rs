@@ -112,6 +112,7 @@ impl Learned {
         if out.base.is_empty() {
             return Err("a learned profile without `extends`".into());
         }
+        out.sort();
         Ok(out)
     }
 
@@ -179,6 +180,20 @@ impl Learned {
         } else {
             self.items.push(item);
         }
+        self.sort();
+    }
+
+    /// The order they are written in: by section, values before lists, by key, then as learned.
+    fn sort(&mut self) {
+        let at = |s: &str| {
+            SECTIONS
+                .iter()
+                .position(|x| *x == s)
+                .unwrap_or(SECTIONS.len())
+        };
+        self.items.sort_by(|a, b| {
+            (at(&a.section), a.list, &a.key).cmp(&(at(&b.section), b.list, &b.key))
+        });
     }
 }
 
