@@ -625,6 +625,34 @@ mod tests {
     }
 
     #[test]
+    fn what_the_command_named_cannot_write_profile_lines() {
+        // the refusal's words are the command's: a newline there must not become a line
+        let mut l = Learned::new("validate");
+        let what = "x\n[process]\nuid = 0\r\n[filesystem]\nextra_rw = [\"/\"]";
+        let r = refusal(Kind::Gate, what, Some(Patch::Program("cat".into())));
+        assert!(matches!(
+            apply(&mut l, &r, &base(), &boundary()),
+            Outcome::Added(_)
+        ));
+        let text = l.render();
+        let t: toml::Table = text.parse().unwrap();
+        assert_eq!(t.keys().collect::<Vec<_>>(), ["extends", "gate"], "{text}");
+        assert_eq!(Learned::parse(&text).unwrap(), l);
+        // nor can a value: a patch with a quote or a newline in it is refused
+        for p in [
+            Patch::Program("a\"b".into()),
+            Patch::ExtraRo("/opt/a\n[process]".into()),
+            Patch::NpmSubcommand("x y".into()),
+        ] {
+            let r = refusal(Kind::Gate, "w", Some(p.clone()));
+            assert!(
+                matches!(apply(&mut l, &r, &base(), &boundary()), Outcome::Refused(_)),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_refusal_without_a_patch_is_said_not_added() {
         let mut l = Learned::new("validate");
         let r = refusal(Kind::Gate, "./x.sh", None);
