@@ -91,12 +91,17 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
         argv,
     };
     write_checked(&out, &learned.render(), &target)?;
+    // In the caller's profile directory it is found by name.
+    let by_name = Loader::user_dir()
+        .filter(|d| out.parent() == Some(d.as_path()))
+        .and_then(|_| out.file_stem()?.to_str().map(str::to_string))
+        .unwrap_or_else(|| out.display().to_string());
+    let n = learned.items.len();
     eprintln!(
-        "sandbox-run: learn: wrote {} ({} entries, extends {}); run with --profile {}",
+        "sandbox-run: learn: wrote {} ({n} {}, extends {}); run with --profile {by_name}",
         out.display(),
-        learned.items.len(),
+        if n == 1 { "entry" } else { "entries" },
         learned.base,
-        out.display()
     );
     Ok(code)
 }
