@@ -115,14 +115,13 @@ fn entry_origin(
                 }
                 return found.unwrap_or_else(|| "default".to_string());
             }
-            Some(Value::Table(add)) => {
+            Some(Value::Table(add))
                 if add
                     .get("add")
                     .and_then(Value::as_array)
-                    .is_some_and(|l| l.contains(item))
-                {
-                    found = Some(name.clone());
-                }
+                    .is_some_and(|l| l.contains(item)) =>
+            {
+                found = Some(name.clone());
             }
             _ => {}
         }
