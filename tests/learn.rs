@@ -174,6 +174,29 @@ fn a_learned_profile_is_never_written_where_the_command_can_write_nor_over_a_fil
     r.assert_code(125);
     assert!(!repo.join("x.toml").exists());
 
+    // in sandbox-run's state directory, where the kept homes are (`--home persist` binds one
+    // read-write): the command writes there too
+    let state = f.path("state");
+    let kept = state.join("sandbox-run/home/validate/learned.toml");
+    let mut c = Command::new(BIN);
+    c.args(["learn", "--profile", "validate", "--out"])
+        .arg(&kept)
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--without", "cgroup", "--", "cat", "inside.txt"])
+        .env_remove("SANDBOX_RUN_PROFILE_PATH")
+        .env("XDG_CONFIG_HOME", "/nonexistent-sandbox-run-e2e")
+        .env("XDG_STATE_HOME", &state)
+        .current_dir(&repo)
+        .stdin(std::process::Stdio::null());
+    let r = run_command(c, LIMIT);
+    r.assert_code(125);
+    assert!(
+        r.stderr.contains("lies in sandbox-run's state directory"),
+        "{r}"
+    );
+    assert!(!kept.exists());
+
     // a file learn did not write: refused, untouched
     let mine = f.write(
         "mine.toml",

@@ -196,7 +196,8 @@ fn default_out(spec: &str) -> Result<PathBuf, Fail> {
 }
 
 /// The learned profile must not lie where the command can write: the repo, the profile's
-/// read-write binds. A profile there would be the command's choice on the next run.
+/// read-write binds, sandbox-run's state directory (the kept homes). A profile there would be
+/// the command's choice on the next run.
 fn refuse_writable(out: &Path, repo: &Path, base: &crate::profile::Profile) -> Result<(), Fail> {
     let real = |p: &Path| {
         p.ancestors()
@@ -204,7 +205,22 @@ fn refuse_writable(out: &Path, repo: &Path, base: &crate::profile::Profile) -> R
             .unwrap_or_else(|| p.to_path_buf())
     };
     let forms = [out.to_path_buf(), real(out)];
+    // The repo, and sandbox-run's state directory (the kept homes, bound read-write by
+    // `--home persist`).
     let mut places = vec![(repo.to_path_buf(), "the repo".to_string())];
+    let me = nix::unistd::geteuid().as_raw();
+    if let Ok((base, below)) = crate::state::location(
+        me,
+        me,
+        |k| std::env::var(k).ok(),
+        crate::state::passwd_home(me),
+        "learn",
+    ) {
+        places.push((
+            below.iter().fold(base, |d, c| d.join(c)),
+            "sandbox-run's state directory (kept homes)".to_string(),
+        ));
+    }
     for p in base.filesystem.extra_rw.iter().filter(|p| p.is_absolute()) {
         places.push((p.clone(), "the profile's filesystem.extra_rw".to_string()));
     }
