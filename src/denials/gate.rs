@@ -23,11 +23,31 @@ pub fn refusal(v: &Verdict) -> Option<Refusal> {
         kind: Kind::Gate,
         sub: v.rule.clone(),
         what,
-        rule: v.reason.clone(),
+        rule: rule_words(v, &word),
         fix,
         patch,
         count: 1,
     })
+}
+
+/// The gate's sentence without its `denied by rule R: ` prefix (the line names the rule) and
+/// without the hint `run` adds to a program not on the list (the fix says it).
+fn rule_words(v: &Verdict, word: &str) -> String {
+    let mut s = v.reason.as_str();
+    for prefix in [
+        format!("denied by rule {}: ", v.rule),
+        format!("not found (rule {}): ", v.rule),
+    ] {
+        s = s.strip_prefix(prefix.as_str()).unwrap_or(s);
+    }
+    let hint = format!("; to allow it for this command only: --allow-program {word}");
+    if let Some(head) = s.strip_suffix(hint.as_str()) {
+        // `; profile ci allows it (--profile ci)` or `; no shipped profile allows it`
+        if let Some(i) = head.rfind("; ") {
+            s = &head[..i];
+        }
+    }
+    s.to_string()
 }
 
 /// What would allow it, as a user would write it, and the patch `learn` applies.
@@ -150,11 +170,14 @@ mod tests {
             "--allow-program cat (or [gate] programs = { add = [\"cat\"] })"
         );
         assert_eq!(r.patch, Some(Patch::Program("cat".into())));
-        assert!(
-            r.rule.contains("not on this profile's program list"),
-            "{}",
-            r.rule
+        assert_eq!(r.rule, "\"cat\" is not on this profile's program list");
+        // as `run` words it, with the profiles that allow it: the same rule
+        let mut hinted = v.clone();
+        hinted.reason = format!(
+            "{}; profiles ci, github-actions allow it; to allow it for this command only: --allow-program cat",
+            v.reason
         );
+        assert_eq!(refusal(&hinted).unwrap().rule, r.rule);
     }
 
     #[test]
