@@ -265,3 +265,40 @@ fn a_hidden_file_read_by_cat_is_learned_under_ci() {
     r3.assert_code(0);
     assert_eq!(read(&out), text, "converged");
 }
+
+#[test]
+fn what_learn_was_asked_on_its_command_line_is_written_so_the_profile_runs_as_that_run_did() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("learn-asked");
+    let repo = f.repo("repo");
+    let out = f.path("learned/asked.toml");
+    let r = learn(
+        "validate",
+        &out,
+        &repo,
+        &["--allow-program", "cat"],
+        &["cat", "inside.txt"],
+    );
+    r.assert_code(0);
+    assert_eq!(r.stdout, INSIDE, "{r}");
+    let text = read(&out);
+    assert!(
+        text.contains("\"cat\", # asked: --allow-program cat"),
+        "{text}"
+    );
+    // without the flag now
+    let r = run(&out, &repo, &["cat", "inside.txt"]);
+    r.assert_code(0);
+    // nothing new the second time
+    let r = learn(
+        out.to_str().unwrap(),
+        &out,
+        &repo,
+        &["--allow-program", "cat"],
+        &["cat", "inside.txt"],
+    );
+    r.assert_code(0);
+    assert_eq!(read(&out), text);
+}
