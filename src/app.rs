@@ -8,6 +8,7 @@ mod changes;
 mod check;
 mod doctor;
 mod home;
+mod learn;
 mod profiles;
 pub mod report_sink;
 pub mod resolve;
@@ -52,7 +53,10 @@ impl Fail {
 pub static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
 pub fn run(cli: Cli) -> Result<i32, Fail> {
-    if !matches!(cli.command, Command::Run(_) | Command::Validate(_)) {
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Validate(_) | Command::Learn(_)
+    ) {
         crate::supervisor::unblock_relayed();
         // These only print: a closed pipe (`sandbox-run doctor --json | head`) ends them
         // quietly, as it ends any filter, instead of panicking in println!.
@@ -63,6 +67,7 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
     match cli.command {
         Command::Run(args) => run::run_command(*args, verbose),
         Command::Check(args) => check::check(args),
+        Command::Learn(args) => learn::learn_command(*args, verbose),
         Command::Validate(args) => validate::validate_command(args, verbose),
         Command::Doctor {
             json,

@@ -60,6 +60,14 @@ pub enum Command {
         #[arg(long, value_name = "USER")]
         user: Option<String>,
     },
+    /// Run a command like `run` and write a profile that extends the given one and adds only
+    /// what the run was refused (each entry with the refusal it answers).
+    ///
+    /// Run it again with `--profile` naming the learned profile: it updates that file in place,
+    /// adding only what is new, until the command passes. Nothing the host boundary forbids
+    /// (credential files, a whole home, code-loading variables, programs the repo chose) is
+    /// ever written. The exit status is the command's.
+    Learn(Box<LearnArgs>),
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {
         #[command(subcommand)]
@@ -100,6 +108,10 @@ pub enum ProfilesAction {
     Show {
         /// Profile name or path to a .toml file.
         name: String,
+        /// Follow each list entry and each value with a comment naming the profile of the
+        /// `extends` chain it came from (`# ci (built in)`, a file's path, or `# default`).
+        #[arg(long)]
+        resolved: bool,
     },
 }
 
@@ -311,6 +323,18 @@ impl SecretArgs {
             files: self.secret_file.clone(),
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct LearnArgs {
+    /// The learned profile to write or update (default: the `--profile` itself when it is a
+    /// learned one, else `BASE-learned.toml` in ~/.config/sandbox-run/profiles, used as
+    /// `--profile BASE-learned`). Never inside the repo, which the command can write; a file
+    /// learn did not write is never overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,8 @@ pub mod network;
 pub mod resource;
 pub mod stderr;
 
+pub mod gate;
+
 /// The kind of a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,6 +53,14 @@ pub enum Patch {
     ExtraRw(PathBuf),
     /// `[gate] programs`: a program the gate allows.
     Program(String),
+    /// `[gate] paths`: an exact program path the gate allows.
+    ProgramPath(PathBuf),
+    /// `[gate] wrapped`: what a wrapper (`npx X`, `env X`) may run.
+    Wrapped(String),
+    /// `[gate] npm_subcommands`: an npm subcommand.
+    NpmSubcommand(String),
+    /// `[gate] node_options`: a node option beyond the built-in safe list.
+    NodeOption(String),
     /// `[network] allow` (and `mode = "filtered"` where it was `none`): a host name.
     Host(String),
     /// `[network] tcp_bind`: a port the command may bind and listen on.

@@ -15,6 +15,8 @@
 //!   `units`.
 //! - `explain`, `advice`, `doctor`: what a user reads before or after a run (`explain` a plan
 //!   and its report, fixes for a host, the host check); `doctor` uses `advice`.
+//! - `learn`: a learned profile and the refusals of a run turned into its entries (the pure
+//!   part of `sandbox-run learn`).
 //! - `report`: the JSON report of a run, from the plan and the run's `outcome`.
 //! - `supervisor`: the run's life: spawns the launcher, watches, kills, collects the outcome.
 //! - `outcome`: what a run came to (`Finished`, `Lost`) and the exit code it means, filled by
@@ -62,6 +64,7 @@ pub mod home;
 pub mod hostfs;
 pub mod launcher;
 pub mod layers;
+pub mod learn;
 pub mod net;
 pub mod outcome;
 pub mod plan;

@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod list;
+pub mod resolved;
+pub use list::ListFile;
+
 /// The profiles shipped in `profiles/`, embedded at build time so a bare binary works anywhere.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("adapter", include_str!("../profiles/adapter.toml")),
@@ -49,6 +53,11 @@ pub const DEFAULT_SYSTEM_RO: &[&str] = &[
     "/etc/alternatives",
     "/etc/os-release",
 ];
+
+/// `[filesystem] protect` when a profile names none.
+fn default_protect() -> Vec<String> {
+    vec![".git/hooks".into(), ".git/config".into()]
+}
 
 /// [`Process::uid_inside`] when a profile names none.
 pub const DEFAULT_UID_INSIDE: u32 = 1000;
@@ -246,25 +255,25 @@ pub struct ProfileFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GateFile {
-    programs: Option<Vec<String>>,
-    wrapped: Option<Vec<String>>,
-    paths: Option<Vec<PathBuf>>,
+    programs: Option<ListFile<String>>,
+    wrapped: Option<ListFile<String>>,
+    paths: Option<ListFile<PathBuf>>,
     repo_scripts: Option<bool>,
-    npm_subcommands: Option<Vec<String>>,
-    node_options: Option<Vec<String>>,
-    free_text: Option<Vec<String>>,
+    npm_subcommands: Option<ListFile<String>>,
+    node_options: Option<ListFile<String>>,
+    free_text: Option<ListFile<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FilesystemFile {
     repo: Option<RepoMode>,
-    system_ro: Option<Vec<PathBuf>>,
-    extra_ro: Option<Vec<PathBuf>>,
-    extra_rw: Option<Vec<PathBuf>>,
-    protect: Option<Vec<String>>,
+    system_ro: Option<ListFile<PathBuf>>,
+    extra_ro: Option<ListFile<PathBuf>>,
+    extra_rw: Option<ListFile<PathBuf>>,
+    protect: Option<ListFile<String>>,
     toolchains: Option<bool>,
-    sys: Option<Vec<PathBuf>>,
+    sys: Option<ListFile<PathBuf>>,
     tmp_size: Option<Size>,
     dev_pts: Option<bool>,
     home: Option<HomeMode>,
@@ -275,9 +284,9 @@ struct FilesystemFile {
 #[serde(deny_unknown_fields)]
 struct NetworkFile {
     mode: Option<NetMode>,
-    allow: Option<Vec<String>>,
-    tcp_connect: Option<Vec<u16>>,
-    tcp_bind: Option<Vec<u16>>,
+    allow: Option<ListFile<String>>,
+    tcp_connect: Option<ListFile<u16>>,
+    tcp_bind: Option<ListFile<u16>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -297,9 +306,9 @@ struct LimitsFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EnvFile {
-    keep: Option<Vec<String>>,
-    drop: Option<Vec<String>>,
-    pass: Option<Vec<String>>,
+    keep: Option<ListFile<String>>,
+    drop: Option<ListFile<String>>,
+    pass: Option<ListFile<String>>,
     set: Option<BTreeMap<String, String>>,
     path: Option<String>,
 }
@@ -337,18 +346,29 @@ macro_rules! merge_fields {
     };
 }
 
+/// For every list of a section: the child's array replaces the parent's, its `{ add = [...] }`
+/// joins it ([`ListFile::over`]).
+macro_rules! merge_lists {
+    ($child:expr, $parent:expr, $($f:ident),+) => {
+        $( $child.$f = match $child.$f.take() {
+            Some(own) => Some(own.over($parent.$f.take())),
+            None => $parent.$f.take(),
+        }; )+
+    };
+}
+
 impl ProfileFile {
     /// Fill every field the child leaves unset from its parent.
     fn inherit(&mut self, mut parent: ProfileFile) {
         merge_fields!(self, parent, description, secrets);
         let (c, p) = (&mut self.gate, &mut parent.gate);
-        merge_fields!(
+        merge_fields!(c, p, repo_scripts);
+        merge_lists!(
             c,
             p,
             programs,
             wrapped,
             paths,
-            repo_scripts,
             npm_subcommands,
             node_options,
             free_text
@@ -358,23 +378,21 @@ impl ProfileFile {
             c,
             p,
             repo,
-            system_ro,
-            extra_ro,
-            extra_rw,
-            protect,
             toolchains,
-            sys,
             tmp_size,
             dev_pts,
             home,
             file_commands
         );
+        merge_lists!(c, p, system_ro, extra_ro, extra_rw, protect, sys);
         let (c, p) = (&mut self.network, &mut parent.network);
-        merge_fields!(c, p, mode, allow, tcp_connect, tcp_bind);
+        merge_fields!(c, p, mode);
+        merge_lists!(c, p, allow, tcp_connect, tcp_bind);
         let (c, p) = (&mut self.limits, &mut parent.limits);
         merge_fields!(c, p, timeout, kill_grace, memory, cpus, pids, nofile, fsize, output, disk);
         let (c, p) = (&mut self.env, &mut parent.env);
-        merge_fields!(c, p, keep, drop, pass, set, path);
+        merge_fields!(c, p, set, path);
+        merge_lists!(c, p, keep, drop, pass);
         let (c, p) = (&mut self.layers, &mut parent.layers);
         merge_fields!(
             c,
@@ -411,24 +429,22 @@ impl ProfileFile {
             without: Vec::new(),
             description: self.description.unwrap_or_default(),
             gate: Gate {
-                programs: g.programs.unwrap_or_default(),
-                wrapped: g.wrapped.unwrap_or_default(),
-                paths: g.paths.unwrap_or_default(),
+                programs: ListFile::resolve(g.programs, Vec::new),
+                wrapped: ListFile::resolve(g.wrapped, Vec::new),
+                paths: ListFile::resolve(g.paths, Vec::new),
                 repo_scripts: g.repo_scripts.unwrap_or(false),
-                npm_subcommands: g.npm_subcommands.unwrap_or_default(),
-                node_options: g.node_options.unwrap_or_default(),
-                free_text: g.free_text.unwrap_or_default(),
+                npm_subcommands: ListFile::resolve(g.npm_subcommands, Vec::new),
+                node_options: ListFile::resolve(g.node_options, Vec::new),
+                free_text: ListFile::resolve(g.free_text, Vec::new),
             },
             filesystem: Filesystem {
                 repo: f.repo.unwrap_or(RepoMode::Ro),
-                system_ro: f.system_ro.unwrap_or_else(|| paths(DEFAULT_SYSTEM_RO)),
-                extra_ro: f.extra_ro.unwrap_or_default(),
-                extra_rw: f.extra_rw.unwrap_or_default(),
-                protect: f
-                    .protect
-                    .unwrap_or_else(|| vec![".git/hooks".into(), ".git/config".into()]),
+                system_ro: ListFile::resolve(f.system_ro, || paths(DEFAULT_SYSTEM_RO)),
+                extra_ro: ListFile::resolve(f.extra_ro, Vec::new),
+                extra_rw: ListFile::resolve(f.extra_rw, Vec::new),
+                protect: ListFile::resolve(f.protect, default_protect),
                 toolchains: f.toolchains.unwrap_or(true),
-                sys: f.sys.unwrap_or_default(),
+                sys: ListFile::resolve(f.sys, Vec::new),
                 tmp_size: f.tmp_size.unwrap_or(Size(512 << 20)),
                 dev_pts: f.dev_pts.unwrap_or(false),
                 home: f.home.unwrap_or(HomeMode::Tmp),
@@ -436,9 +452,9 @@ impl ProfileFile {
             },
             network: Network {
                 mode: n.mode.unwrap_or(NetMode::None),
-                allow: n.allow.unwrap_or_default(),
-                tcp_connect: n.tcp_connect.unwrap_or_default(),
-                tcp_bind: n.tcp_bind.unwrap_or_default(),
+                allow: ListFile::resolve(n.allow, Vec::new),
+                tcp_connect: ListFile::resolve(n.tcp_connect, Vec::new),
+                tcp_bind: ListFile::resolve(n.tcp_bind, Vec::new),
             },
             limits: Limits {
                 timeout: l.timeout.unwrap_or(secs(180)),
@@ -452,9 +468,9 @@ impl ProfileFile {
                 disk: l.disk.unwrap_or(Cap(Some(2 << 30))),
             },
             env: Env {
-                keep: e.keep.unwrap_or_default(),
-                drop: e.drop.unwrap_or_default(),
-                pass: e.pass.unwrap_or_default(),
+                keep: ListFile::resolve(e.keep, Vec::new),
+                drop: ListFile::resolve(e.drop, Vec::new),
+                pass: ListFile::resolve(e.pass, Vec::new),
                 set: e.set.unwrap_or_default(),
                 path: e.path,
             },
@@ -746,11 +762,18 @@ impl Loader {
 
     /// `--profile NAME|PATH` to a resolved, checked profile.
     pub fn load(&self, spec: &str) -> Result<Profile, ProfileError> {
+        self.load_chain(spec).map(|(p, _)| p)
+    }
+
+    /// [`Loader::load`], with each file of the chain and its text, leaf first (for
+    /// `profiles show --resolved`, which names where each entry came from).
+    pub fn load_chain(&self, spec: &str) -> Result<(Profile, Vec<(Source, String)>), ProfileError> {
         if spec.is_empty() {
             return Err(ProfileError("profile: empty profile name".into()));
         }
         let first = self.locate(spec, None, Path::new("."))?;
         let mut chain: Vec<Source> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
         let mut merged: Option<ProfileFile> = None;
         let mut next = Some(first);
         while let Some(src) = next.take() {
@@ -769,7 +792,9 @@ impl Loader {
                     chain[0]
                 )));
             }
-            let mut file = parse_source(&src)?;
+            let text = source_text(&src)?;
+            let mut file = parse_text(&text, &src.to_string())?;
+            texts.push(text);
             if let Some(parent) = file.extends.take() {
                 let base = match &src {
                     Source::File(p) => p.parent().unwrap_or(Path::new(".")).to_path_buf(),
@@ -794,7 +819,7 @@ impl Loader {
         profile
             .check()
             .map_err(|e| ProfileError(format!("profile {}: {e}", chain[0])))?;
-        Ok(profile)
+        Ok((profile, chain.into_iter().zip(texts).collect()))
     }
 
     /// Find the source for NAME or PATH. `from` is the profile doing the `extends`: a profile
@@ -921,8 +946,8 @@ fn errno_text(e: &std::io::Error) -> String {
     e.to_string()
 }
 
-fn parse_source(src: &Source) -> Result<ProfileFile, ProfileError> {
-    let text = match src {
+fn source_text(src: &Source) -> Result<String, ProfileError> {
+    Ok(match src {
         Source::Builtin(name) => BUILTIN
             .iter()
             .find(|(n, _)| n == name)
@@ -931,8 +956,7 @@ fn parse_source(src: &Source) -> Result<ProfileFile, ProfileError> {
         Source::File(p) => {
             read_small(p).map_err(|e| ProfileError(format!("profile {src}: {e}")))?
         }
-    };
-    parse_text(&text, &src.to_string())
+    })
 }
 
 /// `p` made absolute against the current directory, `.` and `..` taken lexically (as a

@@ -275,7 +275,7 @@ pub fn gated(cmd: &str, v: &Verdict) -> CommandResult {
         }),
         error: None,
         limits_hit: Vec::new(),
-        denials: Vec::new(),
+        denials: crate::denials::gate::refusal(v).into_iter().collect(),
         repo_changes: None,
         file_commands: None,
         out: None,

@@ -1,4 +1,4 @@
-//! `sandbox-run profiles [list|show NAME]`.
+//! `sandbox-run profiles [list|show [--resolved] NAME]`.
 
 use super::Fail;
 use crate::cli::ProfilesAction;
@@ -16,12 +16,16 @@ pub(super) fn profiles(action: ProfilesAction) -> Result<i32, Fail> {
                 println!("{name:<14} {src:<40} {desc}");
             }
         }
-        ProfilesAction::Show { name } => {
-            let p = loader.load(&name).map_err(|e| Fail {
+        ProfilesAction::Show { name, resolved } => {
+            let (p, chain) = loader.load_chain(&name).map_err(|e| Fail {
                 hint: super::resolve::did_you_mean(&loader, &name, ""),
                 ..Fail::usage(e.0)
             })?;
-            print!("{}", p.to_toml());
+            if resolved {
+                print!("{}", crate::profile::resolved::render(&p, &chain));
+            } else {
+                print!("{}", p.to_toml());
+            }
         }
     }
     Ok(0)

@@ -12,6 +12,16 @@ use crate::cli::{NetArg, RunArgs};
 use crate::report;
 
 pub(super) fn run_command(args: RunArgs, verbose: u8) -> Result<i32, Fail> {
+    run_collect(args, verbose, false).map(|(code, _)| code)
+}
+
+/// `run`, and `learn` with `observe` (every path lookup seen): the exit code and what the
+/// sandbox refused the command (the report's `denials`).
+pub(super) fn run_collect(
+    args: RunArgs,
+    verbose: u8,
+    observe: bool,
+) -> Result<(i32, Vec<crate::denials::Refusal>), Fail> {
     let mut rep = Reporter::new(
         args.report.clone(),
         &args.target.profile,
@@ -24,14 +34,19 @@ pub(super) fn run_command(args: RunArgs, verbose: u8) -> Result<i32, Fail> {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let r = run_in(args, verbose, &mut rep);
+    let r = run_in(args, verbose, observe, &mut rep);
     if let Err(fail) = &r {
         rep.failed(fail);
     }
     r
 }
 
-fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
+fn run_in(
+    args: RunArgs,
+    verbose: u8,
+    observe: bool,
+    rep: &mut Reporter,
+) -> Result<(i32, Vec<crate::denials::Refusal>), Fail> {
     let ws = workspace(args.target.repo.as_deref())?;
     // Before anything else happens: a report path that cannot be created costs nothing yet.
     rep.open(&ws)?;
@@ -48,8 +63,10 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
             eprintln!("sandbox-run: {}", crate::explain::repo_line(&ws));
         }
         eprintln!("sandbox-run: {}", verdict_line(&v));
-        rep.write(vec![report::gated(&cmd, &v)], None)?;
-        return Ok(v.exit_code());
+        let result = report::gated(&cmd, &v);
+        let denials = result.denials.clone();
+        rep.write(vec![result], None)?;
+        return Ok((v.exit_code(), denials));
     }
     let mut env = Vec::new();
     for f in &args.env_file {
@@ -87,7 +104,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         ws: &ws,
         allowed_programs: &args.target.allow_program,
         overrides: crate::plan::Overrides {
-            observe: false,
+            observe,
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,
                 NetArg::Filtered => crate::profile::NetMode::Filtered,
@@ -125,8 +142,9 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
     // A failure to set up the sandbox: the report says so ([`Reporter::failed`]).
     let (result, sandbox) = runner.execute(&cmd, &v)?;
     let code = result.exit_code;
+    let denials = result.denials.clone();
     rep.write(vec![result], Some(sandbox))?;
-    Ok(code)
+    Ok((code, denials))
 }
 
 /// `--stdin FILE|-`: what the supervisor copies into the workload's stdin pipe. Never a
