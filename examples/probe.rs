@@ -1280,6 +1280,23 @@ fn ignore_term_sleep(args: &[String]) -> Outcome {
     ok()
 }
 
+/// `refuse-flood N`: `N` calls the seccomp policy refuses (`ptrace(PTRACE_TRACEME)`), as
+/// fast as they go; counts the errnos they got (`eperm=`, `enosys=`, `other=`).
+fn refuse_flood(args: &[String]) -> Outcome {
+    let n: u64 = num(args, 0, "N")?;
+    let (mut eperm, mut enosys, mut other) = (0u64, 0u64, 0u64);
+    for _ in 0..n {
+        // SAFETY: PTRACE_TRACEME takes no pointers.
+        let rc = unsafe { libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) };
+        match (rc, errno()) {
+            (r, libc::EPERM) if r < 0 => eperm += 1,
+            (r, libc::ENOSYS) if r < 0 => enosys += 1,
+            _ => other += 1,
+        }
+    }
+    ok_with(format!("eperm={eperm} enosys={enosys} other={other}"))
+}
+
 fn spin(args: &[String]) -> Outcome {
     let d = secs(args, 0)?;
     let start = Instant::now();
@@ -2045,6 +2062,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "fork-daemon" => fork_daemon(args),
         "ignore-term-sleep" => ignore_term_sleep(args),
         "spin" => spin(args),
+        "refuse-flood" => refuse_flood(args),
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),

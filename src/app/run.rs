@@ -87,7 +87,7 @@ fn run_in(args: RunArgs, verbose: u8, rep: &mut Reporter) -> Result<i32, Fail> {
         ws: &ws,
         allowed_programs: &args.target.allow_program,
         overrides: crate::plan::Overrides {
-            observe: false,
+            observe: args.observe,
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,
                 NetArg::Filtered => crate::profile::NetMode::Filtered,

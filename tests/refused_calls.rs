@@ -1,0 +1,349 @@
+//! Refused system calls, named: the seccomp filter sends what it refuses to the supervisor
+//! (user notification), which answers with the errno the policy gives and names the call in
+//! the report (`results[].denials`, kind `syscall`) and, with `-v`, on stderr when first seen.
+//! Each attack runs from inside a real sandbox with the probe (`examples/probe.rs`), root and
+//! rootless (`SANDBOX_RUN_ROOTLESS_TESTS="refused_calls" scripts/test --test refused_calls`).
+//!
+//! - The command sees the errno the kernel's own answer gives (`EAFNOSUPPORT` for a socket
+//!   family, `EPERM` for the rest): naming changes nothing of what it sees.
+//! - Positive controls: allowed calls (a plain socket, chmod 0755) name nothing.
+//! - The workload never holds the listener (it could answer its own calls).
+//! - A flood of refused calls ends normally, within the timeout, at a bounded cost to the
+//!   supervisor, and the count says it was cut.
+//! - `--observe`: the paths the command looks up, hidden and relative ones included.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Runs the probe with a report and `-v`; the probe's outcome, the report, and sandbox-run's
+/// stderr.
+fn run_reported(
+    f: &Fixture,
+    profile: &Path,
+    repo: &Path,
+    opts: &[&str],
+    args: &[&str],
+) -> (ProbeRun, Value) {
+    let report = f.path("report.json");
+    let _ = std::fs::remove_file(&report);
+    let mut o = vec!["-v", "--report", report.to_str().unwrap()];
+    o.extend_from_slice(opts);
+    let r = run_probe(profile, repo, &o, args);
+    let text = std::fs::read_to_string(&report).unwrap_or_else(|e| panic!("no report ({e}):\n{r}"));
+    (r, serde_json::from_str(&text).unwrap())
+}
+
+fn denials(report: &Value) -> Vec<Value> {
+    report["results"][0]["denials"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn syscall_denials(report: &Value) -> Vec<(String, String)> {
+    denials(report)
+        .iter()
+        .filter(|d| d["kind"] == "syscall")
+        .map(|d| {
+            (
+                d["sub"].as_str().unwrap_or("").to_string(),
+                d["what"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn named(report: &Value) -> bool {
+    report["sandbox"]["seccomp"]["refusals_named"] == true
+}
+
+/// Every refused call the brief lists: the errno is the policy's own, the report names the
+/// call and the argument that decided, `-v` says it live, once.
+#[test]
+fn each_refused_call_is_named_and_answered_as_before() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("refused-calls");
+    let repo = f.repo("repo");
+    std::fs::write(repo.join("file"), "x").unwrap();
+    let p = f.profile(&Spec::default());
+    let rw = f.profile(&Spec::default().repo("rw").disk("off"));
+    let mnt = repo.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let file = repo.join("file");
+    let cases: Vec<(&Path, Vec<&str>, Vec<&str>, i32, &str, &str)> = vec![
+        (
+            &p,
+            vec!["--net", "none"],
+            vec!["packet-socket"],
+            libc::EAFNOSUPPORT,
+            "socket",
+            "socket(AF_PACKET)",
+        ),
+        (
+            &p,
+            vec![],
+            vec!["unshare-user"],
+            libc::EPERM,
+            "unshare",
+            "unshare(CLONE_NEWUSER)",
+        ),
+        (
+            &p,
+            vec![],
+            vec!["clone-newuser"],
+            libc::EPERM,
+            "clone",
+            "clone(CLONE_NEWUSER)",
+        ),
+        (
+            &p,
+            vec![],
+            vec!["tiocsti", "1"],
+            libc::EPERM,
+            "ioctl",
+            "ioctl(TIOCSTI)",
+        ),
+        (
+            &p,
+            vec![],
+            vec!["tiocsti", "1", "high"],
+            libc::EPERM,
+            "ioctl",
+            "ioctl(TIOCSTI)",
+        ),
+        (
+            &rw,
+            vec![],
+            vec!["chmod", file.to_str().unwrap(), "4755"],
+            libc::EPERM,
+            "fchmodat",
+            "fchmodat(mode 0o4755)",
+        ),
+        (
+            &p,
+            vec![],
+            vec!["mount-tmpfs", mnt.to_str().unwrap()],
+            libc::EPERM,
+            "mount",
+            "mount",
+        ),
+        (
+            &p,
+            vec!["--net", "host"],
+            vec!["listen-autobind"],
+            libc::EPERM,
+            "listen",
+            "listen",
+        ),
+    ];
+    for (profile, opts, args, errno, sub, what) in cases {
+        let (r, rep) = run_reported(&f, profile, &repo, &opts, &args);
+        r.assert_errno(&[errno]);
+        assert!(named(&rep), "refusals not named: {}\n{r}", rep["sandbox"]);
+        let got = syscall_denials(&rep);
+        assert!(
+            got.contains(&(sub.to_string(), what.to_string())),
+            "{args:?}: no denial {sub}/{what} in {got:?}\n{r}"
+        );
+        let d = denials(&rep)
+            .into_iter()
+            .find(|d| d["what"] == what)
+            .unwrap();
+        assert!(d["rule"].as_str().is_some_and(|s| !s.is_empty()), "{d}");
+        assert!(d["fix"].as_str().is_some_and(|s| !s.is_empty()), "{d}");
+        let line = format!("sandbox-run: refused syscall {sub}: {what}");
+        let live = r
+            .run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with(&line))
+            .count();
+        assert_eq!(live, 1, "-v did not say it once ({line}):\n{r}");
+    }
+}
+
+/// Controls: calls the policy allows name nothing (a plain TCP socket, chmod 0755), and
+/// refusals are named while the run is otherwise untouched.
+#[test]
+fn allowed_calls_name_nothing() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("allowed-calls");
+    let repo = f.repo("repo");
+    let file = repo.join("file");
+    std::fs::write(&file, "x").unwrap();
+    let rw = f.profile(&Spec::default().repo("rw").disk("off"));
+    let (r, rep) = run_reported(
+        &f,
+        &rw,
+        &repo,
+        &[],
+        &["chmod", file.to_str().unwrap(), "755"],
+    );
+    r.assert_ok();
+    assert!(named(&rep));
+    assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
+    let (r, rep) = run_reported(
+        &f,
+        &rw,
+        &repo,
+        &["--net", "none"],
+        &["udp-send", "127.0.0.1:9"],
+    );
+    r.assert_ok();
+    assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
+    assert!(!r.run.stderr.contains("refused syscall"), "{r}");
+}
+
+/// The workload never holds the listener: its only fds above 2 are none (the listener was
+/// sent to the supervisor and closed before execve). Control: the report says the refusals
+/// are named, so the listener existed.
+#[test]
+fn the_workload_does_not_hold_the_listener() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("listener-fds");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let (r, rep) = run_reported(&f, &p, &repo, &[], &["fds"]);
+    assert!(named(&rep), "{r}");
+    let detail = r.assert_ok();
+    assert!(
+        !r.lines.iter().any(|l| l.contains("seccomp")),
+        "the workload holds the listener:\n{r}"
+    );
+    assert_eq!(detail, "count=0", "{r}");
+}
+
+/// A hostile command floods refused calls: the run ends normally, every call is still refused
+/// (EPERM while named, ENOSYS from the kernel once the supervisor stops at its bound), the
+/// count says it was cut, and the supervisor's CPU time stays bounded. Also the timeout still
+/// ends a flood that would go on.
+#[test]
+fn a_flood_of_refused_calls_is_bounded() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("flood");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let before = own_children_cpu();
+    let started = Instant::now();
+    let (r, rep) = run_reported(&f, &p, &repo, &[], &["refuse-flood", "300000"]);
+    let wall = started.elapsed();
+    let cpu = own_children_cpu() - before;
+    let detail = r.assert_ok();
+    let count = |k: &str| -> u64 {
+        detail
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    assert_eq!(count("other="), 0, "a refused call succeeded: {detail}");
+    assert_eq!(count("eperm=") + count("enosys="), 300_000);
+    assert!(count("eperm=") >= 100_000, "{detail}");
+    assert!(
+        count("enosys=") > 0,
+        "the listener was not closed at the bound: {detail}"
+    );
+    assert_eq!(rep["sandbox"]["seccomp"]["refusals_cut"], true);
+    let d: Vec<Value> = denials(&rep)
+        .into_iter()
+        .filter(|d| d["sub"] == "ptrace")
+        .collect();
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0]["count"], 100_000);
+    let live = r.run.stderr.matches("refused syscall ptrace").count();
+    assert_eq!(
+        live,
+        1,
+        "-v repeated itself:\n{}",
+        &r.run.stderr[..r.run.stderr.len().min(2000)]
+    );
+    eprintln!(
+        "flood: 300000 refused calls in {:.2}s wall; sandbox-run and its sandbox used {:.2}s CPU ({detail})",
+        wall.as_secs_f64(),
+        cpu.as_secs_f64()
+    );
+    // the supervisor answered 100000 calls: a few microseconds each, bounded
+    assert!(cpu < Duration::from_secs(20), "{cpu:?}");
+
+    // The timeout still ends a flood that would go on for long.
+    let started = Instant::now();
+    let r = run_probe(
+        &p,
+        &repo,
+        &["--timeout", "2s", "--kill-grace", "1s"],
+        &["refuse-flood", "100000000000"],
+    );
+    assert_eq!(
+        r.code(),
+        Some(124),
+        "the timeout did not end the flood:\n{r}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// The CPU time of this test process's waited-for children (sandbox-run and what it ran).
+fn own_children_cpu() -> Duration {
+    // SAFETY: getrusage writes into the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let t = |v: libc::timeval| Duration::new(v.tv_sec as u64, v.tv_usec as u32 * 1000);
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// `--observe`: the run's path lookups reach the supervisor, which notes them; a hidden path
+/// (not in the sandbox's view) and a relative one (resolved against the cwd) are both seen,
+/// as the sandbox sees them; `-v` names nothing for an allowed lookup. Control: without
+/// `--observe` the same run goes as before.
+#[test]
+fn observe_sees_hidden_and_relative_paths() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("observe");
+    let repo = f.repo("repo");
+    std::fs::write(repo.join("rel.txt"), "hello").unwrap();
+    let p = f.profile(&Spec::default());
+    let hidden = "/root/.sandbox-run-observe-hidden";
+    let r = run_probe(&p, &repo, &["--observe", "-v"], &["read", hidden]);
+    r.assert_errno(&[libc::ENOENT, libc::EACCES]);
+    let seen = |r: &ProbeRun, path: &str| {
+        r.run
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("sandbox-run: observed read: ") && l.ends_with(path))
+    };
+    assert!(seen(&r, hidden), "the hidden path was not observed:\n{r}");
+    let r = run_probe(&p, &repo, &["--observe", "-v"], &["read", "rel.txt"]);
+    r.assert_ok();
+    // resolved against the cwd, as the sandbox sees it (the repo is mounted where it is)
+    let rel = format!("{}/rel.txt", repo.display());
+    assert!(
+        seen(&r, &rel),
+        "the relative path was not observed as {rel}:\n{r}"
+    );
+    assert!(!r.run.stderr.contains("refused syscall"), "{r}");
+    // each once: a second lookup of the same path is counted, not said again
+    let once = r.run.stderr.lines().filter(|l| l.ends_with(&rel)).count();
+    assert_eq!(once, 1, "{r}");
+    // control: without --observe nothing is observed, the run is the same
+    let r = run_probe(&p, &repo, &["-v"], &["read", "rel.txt"]);
+    r.assert_ok();
+    assert!(!r.run.stderr.contains("sandbox-run: observed"), "{r}");
+}
