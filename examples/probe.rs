@@ -207,6 +207,22 @@ fn read_file(args: &[String]) -> Outcome {
     ok_with(format!("bytes={}", n?))
 }
 
+/// `read-unhex HEX`: `read` of the path whose bytes are HEX (a name the gate would refuse on
+/// the command line, control characters included).
+fn read_unhex(args: &[String]) -> Outcome {
+    let h = arg(args, 0, "HEX")?;
+    let bytes = (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| usage("HEX: not hex"))?;
+    let path = CString::new(bytes).map_err(|_| usage("HEX: a NUL"))?;
+    // SAFETY: a valid C string.
+    let fd = check_i(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    let n = read_all(fd);
+    close(fd);
+    ok_with(format!("bytes={}", n?))
+}
+
 fn write_file(args: &[String]) -> Outcome {
     // Appends, never truncates: a sandbox that fails must not make the probe destroy data.
     let fd = open(
@@ -1992,6 +2008,7 @@ fn flush() {
 fn run(attack: &str, args: &[String]) -> Outcome {
     match attack {
         "read" => read_file(args),
+        "read-unhex" => read_unhex(args),
         "write" => write_file(args),
         "list" => list(args),
         "stat" => stat(args),

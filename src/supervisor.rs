@@ -222,7 +222,7 @@ pub fn run(
     let kept = crate::layers::overlay::kept(&plan.mounts);
     let own_net = plan.namespaces && plan.net != NetMode::Host;
     // Refusals named: the workload passes the seccomp listener over the channel.
-    let notify = plan.seccomp && plan.seccomp_options.notify;
+    let notify = plan.seccomp && plan.seccomp_options.notifies();
     let seqpacket = own_net || kept || notify;
     let (rec_r, rec_w) = if seqpacket {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};

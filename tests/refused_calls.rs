@@ -269,10 +269,17 @@ fn a_flood_of_refused_calls_is_bounded() {
         "-v repeated itself:\n{}",
         &r.run.stderr[..r.run.stderr.len().min(2000)]
     );
+    // The sandbox's own CPU (its cgroup, where there is one); the rest is sandbox-run's.
+    let ms = |k: &str| rep["results"][0][k].as_u64();
+    let inside = match (ms("cpu_user_ms"), ms("cpu_system_ms")) {
+        (Some(u), Some(s)) => Some(Duration::from_millis(u + s)),
+        _ => None,
+    };
     eprintln!(
-        "flood: 300000 refused calls in {:.2}s wall; sandbox-run and its sandbox used {:.2}s CPU ({detail})",
+        "flood: 300000 refused calls in {:.2}s wall; CPU: {:.2}s in all, {} in the sandbox ({detail})",
         wall.as_secs_f64(),
-        cpu.as_secs_f64()
+        cpu.as_secs_f64(),
+        inside.map_or("?".into(), |d| format!("{:.2}s", d.as_secs_f64())),
     );
     // the supervisor answered 100000 calls: a few microseconds each, bounded
     assert!(cpu < Duration::from_secs(20), "{cpu:?}");
@@ -346,4 +353,32 @@ fn observe_sees_hidden_and_relative_paths() {
     let r = run_probe(&p, &repo, &["-v"], &["read", "rel.txt"]);
     r.assert_ok();
     assert!(!r.run.stderr.contains("sandbox-run: observed"), "{r}");
+}
+
+/// A hostile command names a path with a terminal escape sequence (a clipboard write, a screen
+/// clear): `--observe -v` reports the lookup on the caller's stderr with the control
+/// characters written out, never raw. Control: the line is there.
+#[test]
+fn an_observed_path_cannot_write_escape_sequences_to_the_callers_stderr() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("observe-escape");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let evil = "/tmp/x\u{1b}]52;c;aGk=\u{7}\u{1b}[2J";
+    let hex: String = evil.bytes().map(|b| format!("{b:02x}")).collect();
+    let r = run_probe(&p, &repo, &["--observe", "-v"], &["read-unhex", &hex]);
+    r.assert_errno(&[libc::ENOENT]);
+    assert!(
+        r.run
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("sandbox-run: observed read: /tmp/x\\u{1b}]52")),
+        "the lookup was not reported:\n{r}"
+    );
+    assert!(
+        !r.run.stderr.contains('\u{1b}') && !r.run.stderr.contains('\u{7}'),
+        "a control character reached the caller's stderr:\n{r}"
+    );
 }

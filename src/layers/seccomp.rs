@@ -116,6 +116,11 @@ pub struct Options {
 }
 
 impl Options {
+    /// Whether the filter sends calls to the supervisor (`notify` or `observe`).
+    pub fn notifies(&self) -> bool {
+        self.answer() != Answer::Errno
+    }
+
     pub fn answer(&self) -> Answer {
         match (self.observe, self.notify) {
             (true, _) => Answer::Observe,

@@ -316,9 +316,20 @@ fn read_string(pid: u32, addr: u64) -> Option<Vec<u8>> {
     None
 }
 
-/// The path as the sandbox sees it, for messages.
+/// The path as the sandbox sees it, for a line on the caller's stderr: the command chose its
+/// bytes, so control characters (a terminal's escape sequences) are written out as `\u{1b}`,
+/// never passed.
 pub fn shown(p: &Path) -> String {
-    p.display().to_string()
+    p.to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -443,6 +454,14 @@ mod tests {
             args: [0; 6],
         };
         assert_eq!(run(&p, &d).ret, libc::SECCOMP_RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn a_path_shown_on_stderr_carries_no_control_characters() {
+        let p = Path::new("/tmp/\u{1b}]52;c;aGk=\u{7}x\ny");
+        let s = shown(p);
+        assert!(!s.chars().any(char::is_control), "{s}");
+        assert_eq!(s, "/tmp/\\u{1b}]52;c;aGk=\\u{7}x\\ny");
     }
 
     #[test]
