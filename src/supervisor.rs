@@ -755,7 +755,15 @@ pub fn run(
             Record::Listener | Record::Handing | Record::Layer | Record::Trusted { .. } => {}
             Record::Forward { .. } | Record::Names => {}
             Record::Notify => {}
-            Record::Unnamed(e) => f.refusals_unnamed = Some(e),
+            Record::Unnamed(e) => {
+                if o.verbose {
+                    eprintln!(
+                        "sandbox-run: seccomp: the kernel gave the filter no listener ({}): refused calls were refused, unnamed",
+                        nix::errno::Errno::from_raw(e).desc()
+                    );
+                }
+                f.refusals_unnamed = Some(e);
+            }
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings

@@ -382,3 +382,65 @@ fn an_observed_path_cannot_write_escape_sequences_to_the_callers_stderr() {
         "a control character reached the caller's stderr:\n{r}"
     );
 }
+
+/// Where the kernel gives the filter no listener (here: sandbox-run runs under a filter that
+/// already has one, as a sandbox within a sandbox would; the kernel allows one per chain:
+/// EBUSY), the run still goes, with the same policy answered by the kernel: the refused call
+/// gets the same errno, the report says `refusals_named: false` and names nothing. Control:
+/// the same run without the outer listener names it.
+#[test]
+fn without_a_listener_the_policy_still_refuses_and_the_report_says_unnamed() {
+    use std::os::unix::process::CommandExt;
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("no-listener");
+    let repo = f.repo("repo");
+    let p = f.profile(&Spec::default());
+    let report = f.path("report.json");
+    let opts = ["--report", report.to_str().unwrap(), "-v"];
+    let outer_listener = |c: &mut std::process::Command| {
+        // SAFETY: prctl, seccomp and fcntl on prepared data, between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let allow = [libc::sock_filter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ALLOW,
+                }];
+                let prog = libc::sock_fprog {
+                    len: 1,
+                    filter: allow.as_ptr() as *mut libc::sock_filter,
+                };
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let fd = libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    &prog as *const libc::sock_fprog,
+                );
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // held open across exec: a closed listener frees the chain's slot
+                libc::fcntl(fd as i32, libc::F_SETFD, 0);
+                Ok(())
+            });
+        }
+    };
+    let r = run_probe_with(&p, &repo, &opts, &["unshare-user"], outer_listener);
+    r.assert_errno(&[libc::EPERM]);
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(rep["sandbox"]["seccomp"]["mode"], "allowlist", "{r}");
+    assert_eq!(rep["sandbox"]["seccomp"]["refusals_named"], false, "{r}");
+    assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
+
+    // control: no outer listener, the same refusal is named
+    let (r, rep) = run_reported(&f, &p, &repo, &[], &["unshare-user"]);
+    r.assert_errno(&[libc::EPERM]);
+    assert!(named(&rep), "{r}");
+    assert_eq!(syscall_denials(&rep).len(), 1, "{r}");
+}
