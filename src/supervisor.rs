@@ -501,16 +501,8 @@ pub fn run(
         }
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
-            let mut notified = None;
-            let net_watch = channel_records(
-                plan,
-                kept,
-                &rec_r,
-                &mut early,
-                &mut net,
-                &mut f,
-                &mut notified,
-                |line| {
+            let net_watch =
+                channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
                     // never waiting for the caller, here in the loop
                     let mut own;
                     let err = match &mut sinks[1] {
@@ -522,9 +514,8 @@ pub fn run(
                     };
                     err.say(&line);
                     err.flush();
-                },
-            );
-            match notified {
+                });
+            match net.notified.take() {
                 Some(Some(fd)) => {
                     notify_pending = false;
                     match crate::layers::seccomp::notify::Listener::new(
@@ -916,6 +907,9 @@ struct Served {
     names: Option<crate::net::dns::NameService>,
     /// The loopback ports' listeners, until the proxy (whose log they share) starts.
     forwards: Vec<(u16, OwnedFd)>,
+    /// The workload's word on the seccomp listener, taken by the loop: `Some(Some(fd))` the
+    /// listener, `Some(None)` none (the kernel refused one).
+    notified: Option<Option<OwnedFd>>,
 }
 
 /// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy
@@ -929,7 +923,6 @@ fn channel_records(
     early: &mut Vec<Record>,
     served: &mut Served,
     f: &mut Finished,
-    notified: &mut Option<Option<OwnedFd>>,
     mut say: impl FnMut(String),
 ) -> bool {
     let proxy = &mut served.proxy;
@@ -1009,9 +1002,9 @@ fn channel_records(
             }
             Some((Record::Handing, _)) => f.handing = true,
             Some((Record::Layer, Some(fd))) => f.layer = Some(std::sync::Arc::new(fd)),
-            Some((Record::Notify, fd)) => *notified = Some(fd),
+            Some((Record::Notify, fd)) => served.notified = Some(fd),
             Some((Record::Unnamed(e), _)) => {
-                *notified = Some(None);
+                served.notified = Some(None);
                 early.push(Record::Unnamed(e));
             }
             Some((r, _)) => early.push(r),

@@ -76,7 +76,9 @@ fn each_refused_call_is_named_and_answered_as_before() {
     let mnt = repo.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let file = repo.join("file");
-    let cases: Vec<(&Path, Vec<&str>, Vec<&str>, i32, &str, &str)> = vec![
+    // (profile, sandbox-run options, probe arguments, errno, sub, what)
+    type Case<'a> = (&'a Path, Vec<&'a str>, Vec<&'a str>, i32, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         (
             &p,
             vec!["--net", "none"],

@@ -697,11 +697,14 @@ pub const NAMED_ERRNOS: [u32; 3] = [
     libc::EOPNOTSUPP as u32,
 ];
 
-/// The calls that look up a path (`--observe`): the number and the index of each path
-/// argument, with the index of its directory fd (`None`: relative to the cwd).
-pub fn path_calls() -> Vec<(i64, &'static [(u32, Option<u32>)])> {
+/// The path arguments of a call: the index of each, with the index of its directory fd
+/// (`None`: relative to the cwd).
+pub type PathArgs = &'static [(u32, Option<u32>)];
+
+/// The calls that look up a path (`--observe`), with their [`PathArgs`].
+pub fn path_calls() -> Vec<(i64, PathArgs)> {
     #[allow(unused_mut)]
-    let mut v: Vec<(i64, &'static [(u32, Option<u32>)])> = vec![
+    let mut v: Vec<(i64, PathArgs)> = vec![
         (libc::SYS_openat, &[(1, Some(0))]),
         (libc::SYS_execve, &[(0, None)]),
         (libc::SYS_execveat, &[(1, Some(0))]),
@@ -724,8 +727,7 @@ pub fn path_calls() -> Vec<(i64, &'static [(u32, Option<u32>)])> {
         (libc::SYS_fchownat, &[(1, Some(0))]),
         (libc::SYS_utimensat, &[(1, Some(0))]),
     ];
-    type Paths = &'static [(u32, Option<u32>)];
-    const CWD: Paths = &[(0, None)];
+    const CWD: PathArgs = &[(0, None)];
     #[cfg(target_arch = "x86_64")]
     v.extend([
         (libc::SYS_open, CWD),
