@@ -202,6 +202,15 @@ fn allowed_calls_name_nothing() {
     r.assert_ok();
     assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
     assert!(!r.run.stderr.contains("refused syscall"), "{r}");
+    // ENOSYS stays the kernel's answer, unnamed (libc's clone3 fallback takes it every time),
+    // and so does the kill of a foreign system call ABI (x32)
+    let p = f.profile(&Spec::default());
+    let (r, rep) = run_reported(&f, &p, &repo, &[], &["clone3"]);
+    r.assert_errno(&[libc::ENOSYS]);
+    assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
+    let (r, rep) = run_reported(&f, &p, &repo, &[], &["x32-getpid"]);
+    r.assert_killed(libc::SIGSYS);
+    assert_eq!(syscall_denials(&rep), Vec::<(String, String)>::new(), "{r}");
 }
 
 /// The workload never holds the listener: its only fds above 2 are none (the listener was

@@ -464,6 +464,30 @@ mod tests {
         assert_eq!(s, "/tmp/\\u{1b}]52;c;aGk=\\u{7}x\\ny");
     }
 
+    /// At most PATHS distinct paths are kept; the rest are counted, the known ones still
+    /// counted on.
+    #[test]
+    fn observed_paths_are_bounded() {
+        let fd = OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        let opts = super::super::Options {
+            observe: true,
+            ..Default::default()
+        };
+        let mut l = Listener::new(fd, &opts, false).unwrap();
+        for i in 0..PATHS + 10 {
+            assert_eq!(
+                l.note(PathBuf::from(format!("/p/{i}")), Access::Read),
+                i < PATHS
+            );
+        }
+        assert!(!l.note(PathBuf::from("/p/0"), Access::Read));
+        assert!(!l.note(PathBuf::from("/p/0"), Access::Write));
+        assert_eq!(l.paths_dropped, 11);
+        let (_, paths) = l.finish();
+        assert_eq!(paths.len(), PATHS);
+        assert_eq!(paths[0].count, 2);
+    }
+
     #[test]
     fn access_from_the_flags() {
         let o = |f: i32| access(libc::SYS_openat, &[0, 0, f as u64, 0, 0, 0]);
