@@ -511,3 +511,25 @@ fn tiocsti_on_a_pty_is_named() {
         "-v did not name it:\n{stderr}"
     );
 }
+
+/// `--observe` names the unix socket paths the command connects to (read from its
+/// `sockaddr_un`), and lets the connect go on; a TCP connect is let through unnamed.
+#[test]
+fn observe_sees_unix_socket_paths() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("observe-unix");
+    let repo = f.repo("repo");
+    let sock = repo.join("s.sock");
+    let _l = bind_unix(&sock);
+    let rw = f.profile(&Spec::default().repo("rw").disk("off"));
+    let opts = ["--observe", "-v", "--net", "none"];
+    let r = run_probe(&rw, &repo, &opts, &["unix-connect", sock.to_str().unwrap()]);
+    r.assert_ok();
+    let line = format!("sandbox-run: observed unix socket: {}", sock.display());
+    assert!(r.run.stderr.lines().any(|l| l == line), "no `{line}`:\n{r}");
+    let r = run_probe(&rw, &repo, &opts, &["tcp-connect", "127.0.0.1:9"]);
+    r.assert_errno(&[libc::ECONNREFUSED, libc::EACCES]);
+    assert!(!r.run.stderr.contains("observed unix socket"), "{r}");
+}

@@ -752,6 +752,23 @@ pub fn path_calls() -> Vec<(i64, PathArgs)> {
     v
 }
 
+/// The calls that name a unix socket's path in a `sockaddr` (argument 1, its length argument
+/// 2): `connect` and `bind`. Observed like [`path_calls`] (every family goes to the supervisor,
+/// which notes only `AF_UNIX` paths).
+pub fn socket_path_calls() -> [i64; 2] {
+    [libc::SYS_connect, libc::SYS_bind]
+}
+
+/// Every call `Observe` hands to the supervisor where the policy allows it.
+pub fn observed_calls() -> Vec<u32> {
+    path_calls()
+        .iter()
+        .map(|(nr, _)| *nr)
+        .chain(socket_path_calls())
+        .map(|nr| nr as u32)
+        .collect()
+}
+
 /// The policy as one program for `audit_arch`, answering as `answer` says (see [`Answer`]).
 pub fn program_for(
     audit_arch: u32,
@@ -760,7 +777,7 @@ pub fn program_for(
 ) -> Result<Vec<libc::sock_filter>, String> {
     let entries = entries(deny_listen)?;
     let observed: Vec<u32> = match answer {
-        Answer::Observe => path_calls().iter().map(|(nr, _)| *nr as u32).collect(),
+        Answer::Observe => observed_calls(),
         _ => Vec::new(),
     };
     let mut a = Asm::default();

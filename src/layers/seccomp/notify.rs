@@ -157,12 +157,23 @@ impl Listener {
         say: &mut dyn FnMut(String),
     ) {
         let nr = i64::from(d.nr);
-        let Some((_, args)) = super::bpf::path_calls().into_iter().find(|(c, _)| *c == nr) else {
-            return;
+        let sockaddr: super::bpf::PathArgs = &[(1, None)];
+        let (args, access) = if super::bpf::socket_path_calls().contains(&nr) {
+            (sockaddr, Access::Socket)
+        } else {
+            match super::bpf::path_calls().into_iter().find(|(c, _)| *c == nr) {
+                Some((_, args)) => (args, access(nr, &d.args)),
+                None => return,
+            }
         };
-        let access = access(nr, &d.args);
         for &(arg, dirfd) in args {
-            let Some(raw) = read_string(n.pid, d.args[arg as usize]) else {
+            let addr = d.args[arg as usize];
+            let raw = if access == Access::Socket {
+                unix_path(n.pid, addr, d.args[2])
+            } else {
+                read_string(n.pid, addr)
+            };
+            let Some(raw) = raw else {
                 continue;
             };
             // The pid may have been reused since the call: what we read counts only if the
@@ -277,6 +288,34 @@ fn access(nr: i64, args: &[u64; 6]) -> Access {
         n if n == super::bpf::SYS_FCHMODAT2 => Access::Write,
         _ => Access::Read,
     }
+}
+
+/// The path of an `AF_UNIX` `sockaddr_un` of `len` bytes at `addr` in process `pid`'s memory
+/// (`None` for another family, an abstract name or an unnamed socket).
+fn unix_path(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
+    const SUN: usize = std::mem::size_of::<libc::sockaddr_un>();
+    let len = usize::try_from(len).ok()?.min(SUN);
+    if addr == 0 || len <= 2 {
+        return None;
+    }
+    let mut buf = [0u8; SUN];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: reads at most `len` (<= SUN) bytes into `buf`; the remote address is only read
+    // by the kernel, in the other process.
+    let got = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+    if got != len as isize || u16::from_ne_bytes([buf[0], buf[1]]) != libc::AF_UNIX as u16 {
+        return None;
+    }
+    let path = &buf[2..len];
+    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+    (end > 0).then(|| path[..end].to_vec())
 }
 
 /// A NUL-terminated string at `addr` in process `pid`'s memory, at most [`PATH_MAX`] bytes,
@@ -399,7 +438,7 @@ mod tests {
     #[test]
     fn notify_and_observe_decide_like_errno() {
         let arch = bpf::TARGET.unwrap();
-        let paths: Vec<u32> = bpf::path_calls().iter().map(|(n, _)| *n as u32).collect();
+        let paths = bpf::observed_calls();
         for deny_listen in [false, true] {
             let errno = bpf::program_for(arch, deny_listen, Answer::Errno).unwrap();
             for answer in [Answer::Notify, Answer::Observe] {
