@@ -207,6 +207,22 @@ fn read_file(args: &[String]) -> Outcome {
     ok_with(format!("bytes={}", n?))
 }
 
+/// `read-unhex HEX`: `read` of the path whose bytes are HEX (a name the gate would refuse on
+/// the command line, control characters included).
+fn read_unhex(args: &[String]) -> Outcome {
+    let h = arg(args, 0, "HEX")?;
+    let bytes = (0..h.len() / 2)
+        .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| usage("HEX: not hex"))?;
+    let path = CString::new(bytes).map_err(|_| usage("HEX: a NUL"))?;
+    // SAFETY: a valid C string.
+    let fd = check_i(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    let n = read_all(fd);
+    close(fd);
+    ok_with(format!("bytes={}", n?))
+}
+
 fn write_file(args: &[String]) -> Outcome {
     // Appends, never truncates: a sandbox that fails must not make the probe destroy data.
     let fd = open(
@@ -1280,6 +1296,23 @@ fn ignore_term_sleep(args: &[String]) -> Outcome {
     ok()
 }
 
+/// `refuse-flood N`: `N` calls the seccomp policy refuses (`ptrace(PTRACE_TRACEME)`), as
+/// fast as they go; counts the errnos they got (`eperm=`, `enosys=`, `other=`).
+fn refuse_flood(args: &[String]) -> Outcome {
+    let n: u64 = num(args, 0, "N")?;
+    let (mut eperm, mut enosys, mut other) = (0u64, 0u64, 0u64);
+    for _ in 0..n {
+        // SAFETY: PTRACE_TRACEME takes no pointers.
+        let rc = unsafe { libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) };
+        match (rc, errno()) {
+            (r, libc::EPERM) if r < 0 => eperm += 1,
+            (r, libc::ENOSYS) if r < 0 => enosys += 1,
+            _ => other += 1,
+        }
+    }
+    ok_with(format!("eperm={eperm} enosys={enosys} other={other}"))
+}
+
 fn spin(args: &[String]) -> Outcome {
     let d = secs(args, 0)?;
     let start = Instant::now();
@@ -1975,6 +2008,7 @@ fn flush() {
 fn run(attack: &str, args: &[String]) -> Outcome {
     match attack {
         "read" => read_file(args),
+        "read-unhex" => read_unhex(args),
         "write" => write_file(args),
         "list" => list(args),
         "stat" => stat(args),
@@ -2045,6 +2079,7 @@ fn run(attack: &str, args: &[String]) -> Outcome {
         "fork-daemon" => fork_daemon(args),
         "ignore-term-sleep" => ignore_term_sleep(args),
         "spin" => spin(args),
+        "refuse-flood" => refuse_flood(args),
         "alloc" => alloc(args),
         "fork-bomb" => fork_bomb(args),
         "write-bytes" => write_bytes(args),

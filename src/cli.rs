@@ -239,6 +239,10 @@ pub struct RunArgs {
     /// Print how long each setup step took (to stderr).
     #[arg(long)]
     pub timings: bool,
+    /// Name every path the command looks up (in the report's `denials` and with `-v`): each
+    /// path call then goes past the supervisor, which costs a round trip per call.
+    #[arg(long)]
+    pub observe: bool,
     /// Network: `none` (only loopback), `filtered` (only through the allow-list proxy) or
     /// `host` (overrides the profile).
     #[arg(long, value_enum)]
@@ -360,6 +364,10 @@ pub struct ValidateArgs {
     pub without: Vec<WithoutArg>,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    /// Name every path the command looks up (in the report's `denials` and with `-v`): each
+    /// path call then goes past the supervisor, which costs a round trip per call.
+    #[arg(long)]
+    pub observe: bool,
     /// What becomes of the run's writes to the repo: `apply` (all or nothing; the default of
     /// read-write profiles), `keep` (stored for review: `sandbox-run changes`), `discard` (the
     /// default of copy-on-write profiles).

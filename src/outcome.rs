@@ -74,6 +74,15 @@ pub struct Finished {
     pub refused_calls: Vec<crate::denials::Refusal>,
     /// Paths the command looked up (every lookup with `--observe`), as the sandbox saw them.
     pub paths_seen: Vec<crate::denials::PathSeen>,
+    /// Whether the refused calls were named (the filter had a listener): `None` where the
+    /// plan had no seccomp filter or the run did not reach it.
+    pub refusals_named: Option<bool>,
+    /// The kernel refused the filter a listener, with this errno.
+    pub refusals_unnamed: Option<i32>,
+    /// More refused calls came than the supervisor names (a flood): the count stopped there.
+    pub refused_calls_cut: bool,
+    /// Path lookups not kept (past the bound of distinct paths, `--observe`).
+    pub paths_dropped: u64,
 }
 
 /// What ended a sandbox that sent back neither the workload's status nor a failed step:

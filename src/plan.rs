@@ -788,7 +788,10 @@ pub fn build(
         landlock,
         landlock_min_abi: min_abi,
         seccomp: host.seccomp,
-        seccomp_options: plan_seccomp(ports, &profile.network),
+        seccomp_options: seccomp::Options {
+            observe: o.observe,
+            ..plan_seccomp(ports, &profile.network)
+        },
         rlimits: rlimits::Limits {
             nofile: profile.limits.nofile,
             fsize: profile.limits.fsize.0,
@@ -1013,6 +1016,9 @@ pub fn plan_network(
 pub fn plan_seccomp(ports: bool, network: &crate::profile::Network) -> seccomp::Options {
     seccomp::Options {
         deny_listen: ports && network.tcp_bind.is_empty(),
+        // every refusal named by the supervisor (seccomp user notification)
+        notify: true,
+        observe: false,
     }
 }
 

@@ -101,6 +101,11 @@ pub struct Filesystem {
 pub struct Seccomp {
     pub mode: &'static str,
     pub arch: &'static str,
+    /// The refused calls were named (the filter's listener reached the supervisor); false
+    /// where the kernel refused a listener: the calls were still refused, unnamed.
+    pub refusals_named: bool,
+    /// More refused calls came than the supervisor names (a flood): counting stopped.
+    pub refusals_cut: bool,
 }
 
 /// The cgroup limits in force for a run.
@@ -472,6 +477,8 @@ pub fn sandbox(plan: &Plan, f: &Finished, cgroup: Option<CgroupInForce>) -> Sand
                 "none"
             },
             arch: crate::layers::seccomp::arch_name(),
+            refusals_named: f.refusals_named == Some(true),
+            refusals_cut: f.refused_calls_cut,
         },
         no_new_privs: f.ready,
         capabilities: Vec::new(),

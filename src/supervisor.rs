@@ -227,7 +227,10 @@ pub fn run(
     // A kept layer: the same, so that stage 2 can hand the disk layer over.
     let kept = crate::layers::overlay::kept(&plan.mounts);
     let own_net = plan.namespaces && plan.net != NetMode::Host;
-    let (rec_r, rec_w) = if own_net || kept {
+    // Refusals named: the workload passes the seccomp listener over the channel.
+    let notify = plan.seccomp && plan.seccomp_options.notifies();
+    let seqpacket = own_net || kept || notify;
+    let (rec_r, rec_w) = if seqpacket {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
         socketpair(
             AddressFamily::Unix,
@@ -416,7 +419,10 @@ pub fn run(
 
     // The sandbox's own network: watch the channel until pid 1 has passed its sockets; a kept
     // layer: until its end, for the hand-over.
-    let mut watch_channel = own_net || kept;
+    let mut watch_channel = own_net || kept || notify;
+    // The seccomp listener is still to come on the channel.
+    let mut notify_pending = notify;
+    let mut listener: Option<crate::layers::seccomp::notify::Listener> = None;
     let mut early = Vec::new();
     let mut net = Served::default();
     let mut deadline = started + o.timeout;
@@ -471,6 +477,10 @@ pub fn run(
                 fds.push(PollFd::new(fd, PollFlags::POLLOUT));
             }
         }
+        let at_listener = listener.as_ref().and_then(|l| l.fd()).map(|fd| {
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         if watch_channel {
             fds.push(PollFd::new(rec_r.as_fd(), PollFlags::POLLIN));
         }
@@ -480,10 +490,34 @@ pub fn run(
             Ok(n) => n,
         };
         let ready: Vec<bool> = fds.iter().map(|p| p.any().unwrap_or(false)).collect();
+        let hung_up = at_listener.is_some_and(|i| {
+            fds[i]
+                .revents()
+                .is_some_and(|r| r.contains(PollFlags::POLLHUP) && !r.contains(PollFlags::POLLIN))
+        });
         drop(fds);
+        if let Some(l) = listener.as_mut() {
+            if hung_up {
+                // every process of the filter is gone
+                l.close();
+            } else if at_listener.is_some_and(|i| ready[i]) {
+                l.serve(&mut |line| {
+                    let mut own;
+                    let err = match &mut sinks[1] {
+                        Some(err) => err,
+                        None => {
+                            own = Sink::open(2);
+                            &mut own
+                        }
+                    };
+                    err.say(&line);
+                    err.flush();
+                });
+            }
+        }
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
-            watch_channel =
+            let net_watch =
                 channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
                     // never waiting for the caller, here in the loop
                     let mut own;
@@ -497,6 +531,25 @@ pub fn run(
                     err.say(&line);
                     err.flush();
                 });
+            match net.notified.take() {
+                Some(Some(fd)) => {
+                    notify_pending = false;
+                    match crate::layers::seccomp::notify::Listener::new(
+                        fd,
+                        &plan.seccomp_options,
+                        o.verbose,
+                    ) {
+                        Ok(l) => listener = Some(l),
+                        // dropped: the kernel answers ENOSYS, still refused
+                        Err(e) => eprintln!("sandbox-run: seccomp: the refusals go unnamed: {e}"),
+                    }
+                }
+                Some(None) => notify_pending = false,
+                None => {}
+            }
+            // At end of file nothing more comes, whatever was awaited.
+            let eof = !net_watch && channel_at_eof(&rec_r);
+            watch_channel = !eof && (net_watch || notify_pending);
             if f.handing && !was_handing {
                 // The sandbox is gone: a last exact count of the layer, for what was written
                 // after the last check.
@@ -519,7 +572,7 @@ pub fn run(
                 hand_over_until = Some(Instant::now() + HAND_OVER);
             }
             let proxy_lost = plan.net == NetMode::Filtered && net.proxy.is_none() && !f.handing;
-            if proxy_lost && !watch_channel && !terminating {
+            if proxy_lost && !net_watch && !terminating {
                 // No proxy: nothing to serve the sandbox with; end it (the record says why).
                 terminate(pid);
                 terminating = true;
@@ -685,10 +738,12 @@ pub fn run(
             .iter()
             .for_each(|l| crate::sink::line(l.trim_end_matches('\n')));
     }
-    if own_net || kept {
+    if seqpacket {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
             match (r, fd) {
                 (Record::Layer, Some(fd)) => f.layer = Some(std::sync::Arc::new(fd)),
+                // arrived after the sandbox ended: nothing left to answer
+                (Record::Notify, Some(_)) => notify_pending = false,
                 (Record::Handing, _) => f.handing = true,
                 (r, _) => early.push(r),
             }
@@ -706,6 +761,16 @@ pub fn run(
             Record::Full => f.disk_full = true,
             Record::Listener | Record::Handing | Record::Layer | Record::Trusted { .. } => {}
             Record::Forward { .. } | Record::Names => {}
+            Record::Notify => {}
+            Record::Unnamed(e) => {
+                if o.verbose {
+                    eprintln!(
+                        "sandbox-run: seccomp: the kernel gave the filter no listener ({}): refused calls were refused, unnamed",
+                        nix::errno::Errno::from_raw(e).desc()
+                    );
+                }
+                f.refusals_unnamed = Some(e);
+            }
             Record::Timing { phase, micros } => {
                 let us = micros.wrapping_sub(spawn_micros);
                 f.timings
@@ -714,6 +779,14 @@ pub fn run(
         }
     }
     f.spawned_to_end = spawned.elapsed();
+    if notify && f.ready {
+        f.refusals_named = Some(f.refusals_unnamed.is_none() && !notify_pending);
+    }
+    if let Some(l) = listener {
+        f.refused_calls_cut = l.cut;
+        f.paths_dropped = l.paths_dropped;
+        (f.refused_calls, f.paths_seen) = l.finish();
+    }
     if f.status.is_none()
         && f.failure.is_none()
         && !f.timed_out
@@ -853,6 +926,9 @@ struct Served {
     names: Option<crate::net::dns::NameService>,
     /// The loopback ports' listeners, until the proxy (whose log they share) starts.
     forwards: Vec<(u16, OwnedFd)>,
+    /// The workload's word on the seccomp listener, taken by the loop: `Some(Some(fd))` the
+    /// listener, `Some(None)` none (the kernel refused one).
+    notified: Option<Option<OwnedFd>>,
 }
 
 /// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy
@@ -945,6 +1021,11 @@ fn channel_records(
             }
             Some((Record::Handing, _)) => f.handing = true,
             Some((Record::Layer, Some(fd))) => f.layer = Some(std::sync::Arc::new(fd)),
+            Some((Record::Notify, fd)) => served.notified = Some(fd),
+            Some((Record::Unnamed(e), _)) => {
+                served.notified = Some(None);
+                early.push(Record::Unnamed(e));
+            }
             Some((r, _)) => early.push(r),
             // End of file (every writer gone) or nothing more yet.
             None => {
@@ -965,6 +1046,21 @@ fn channel_records(
             }
         }
     }
+}
+
+/// Whether every writer of the channel is gone (a peek reads end of file).
+fn channel_at_eof(rec: &OwnedFd) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: recv(MSG_PEEK|MSG_DONTWAIT) into a stack byte.
+    let n = unsafe {
+        libc::recv(
+            rec.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
 }
 
 /// The secrets' part of the report: every secret of the plan, with the proxy's counts.

@@ -93,7 +93,7 @@ fn in_child(
             }
             let installed = match layer {
                 Layer::None => Ok(()),
-                Layer::Installed(f) => f.install(),
+                Layer::Installed(f) => f.install().map(|_| ()),
             };
             if installed.is_err() {
                 libc::_exit(INSTALL_FAILED);

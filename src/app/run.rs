@@ -104,7 +104,7 @@ fn run_in(
         ws: &ws,
         allowed_programs: &args.target.allow_program,
         overrides: crate::plan::Overrides {
-            observe,
+            observe: observe || args.observe,
             net: args.net.map(|n| match n {
                 NetArg::None => crate::profile::NetMode::None,
                 NetArg::Filtered => crate::profile::NetMode::Filtered,

@@ -104,6 +104,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
         ws: &ws,
         allowed_programs: &[],
         overrides: crate::plan::Overrides {
+            observe: args.observe,
             keep_paths: rep.keep_paths(&ws),
             carry,
             secrets,

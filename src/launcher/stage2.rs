@@ -484,7 +484,21 @@ fn harden(plan: &Plan, filters: Option<&seccomp::Filters>) -> Result<(), StepErr
     rlimits::ignore_sigxfsz(plan.rlimits)?;
     channel::send(Record::Ready);
     if let Some(f) = filters {
-        f.install()?;
+        match f.install()? {
+            seccomp::Installed::Listener(fd) => {
+                // The supervisor answers the refused calls; the workload must never hold the
+                // listener (it could answer its own calls): sent, then closed before execve.
+                if channel::send_with_fd(channel::FD, Record::Notify, fd).is_err() {
+                    // Closed unsent: the kernel answers ENOSYS to what the filter notifies
+                    // (still refused); the report says the refusals went unnamed.
+                    channel::send(Record::Unnamed(libc::EPIPE));
+                }
+                // SAFETY: closing our own copy of the listener fd.
+                unsafe { libc::close(fd) };
+            }
+            seccomp::Installed::Unnamed(errno) => channel::send(Record::Unnamed(errno)),
+            seccomp::Installed::Errno => {}
+        }
     }
     mark(Phase::Seccomp);
     Ok(())

@@ -53,6 +53,12 @@ pub enum Record {
     /// The name service's UDP socket (`127.0.0.1:53` inside), travelling as `SCM_RIGHTS`.
     /// Sent before [`Record::Listener`]; the last network record under `--net none`.
     Names,
+    /// The seccomp filter's listener (user notification), travelling as `SCM_RIGHTS`: the
+    /// workload sends it and closes its own copy right before `execve`.
+    Notify,
+    /// The kernel refused the filter a listener (this errno): the errno program is in force,
+    /// and the refused calls go unnamed.
+    Unnamed(i32),
 }
 
 /// The phases of setup inside the sandbox, for `--timings`.
@@ -158,6 +164,8 @@ impl Record {
             Record::Trusted { ok } => (11, ok as u8, 0, 0, 0),
             Record::Forward { index } => (12, 0, index, 0, 0),
             Record::Names => (13, 0, 0, 0, 0),
+            Record::Notify => (14, 0, 0, 0, 0),
+            Record::Unnamed(errno) => (15, 0, 0, errno, 0),
         };
         let mut b = [0u8; SIZE];
         b[0] = kind;
@@ -195,6 +203,8 @@ impl Record {
             11 => Some(Record::Trusted { ok: b[1] == 1 }),
             12 => Some(Record::Forward { index: step }),
             13 => Some(Record::Names),
+            14 => Some(Record::Notify),
+            15 => Some(Record::Unnamed(value)),
             _ => None,
         }
     }
@@ -411,6 +421,8 @@ mod tests {
             Record::Trusted { ok: false },
             Record::Forward { index: 513 },
             Record::Names,
+            Record::Notify,
+            Record::Unnamed(libc::EBUSY),
         ] {
             assert_eq!(Record::decode(r.encode()), Some(r));
         }

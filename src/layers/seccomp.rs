@@ -75,6 +75,9 @@
 
 #[path = "seccomp/bpf.rs"]
 pub mod bpf;
+pub mod interp;
+pub mod names;
+pub mod notify;
 
 pub use bpf::{
     conditional_syscalls, enosys_syscalls, unconditional_syscalls, AUDIT_ARCH_AARCH64,
@@ -87,11 +90,13 @@ use crate::layers::{Step, StepError};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-/// The programs `build.rs` compiled, by `deny_listen` (`None` when the build host's
-/// architecture is not the target's: then [`build`] compiles at run time).
+/// The programs `build.rs` compiled, by answer and `deny_listen` (`None` when the build
+/// host's architecture is not the target's: then [`build`] compiles at run time).
 mod prebuilt {
     include!(concat!(env!("OUT_DIR"), "/seccomp_prebuilt.rs"));
 }
+
+pub use bpf::Answer;
 
 /// Choices the plan makes for the filter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,38 +106,70 @@ pub struct Options {
     /// ephemeral port without passing landlock's bind hook.
     #[serde(default)]
     pub deny_listen: bool,
+    /// The refusals go to the supervisor (seccomp user notification), which answers them
+    /// with the same errno and names them ([`notify`]).
+    #[serde(default)]
+    pub notify: bool,
+    /// `--observe`: the allowed path lookups go to the supervisor too (implies `notify`).
+    #[serde(default)]
+    pub observe: bool,
 }
 
-/// The compiled filter, ready to install: one BPF program.
+impl Options {
+    /// Whether the filter sends calls to the supervisor (`notify` or `observe`).
+    pub fn notifies(&self) -> bool {
+        self.answer() != Answer::Errno
+    }
+
+    pub fn answer(&self) -> Answer {
+        match (self.observe, self.notify) {
+            (true, _) => Answer::Observe,
+            (false, true) => Answer::Notify,
+            _ => Answer::Errno,
+        }
+    }
+}
+
+/// The compiled filter, ready to install: one BPF program, and the errno program of the same
+/// policy (what the supervisor runs to answer a notified call, and what is installed instead
+/// where the kernel refuses a listener).
 pub struct Filters {
     program: Cow<'static, [libc::sock_filter]>,
+    errno: Cow<'static, [libc::sock_filter]>,
+    answer: Answer,
+}
+
+/// The outcome of [`Filters::install`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installed {
+    /// The errno program, as planned.
+    Errno,
+    /// The notifying program: the listener's fd (for the supervisor; the caller passes it on
+    /// and closes it before `execve`).
+    Listener(std::os::fd::RawFd),
+    /// The kernel refused a listener (this errno): the errno program is in force instead.
+    Unnamed(i32),
 }
 
 impl Filters {
-    /// Sets `PR_SET_NO_NEW_PRIVS` (idempotent), then loads the program. No allocation, no
-    /// logging, no panic: safe in a child forked from a multi-threaded process. Errors name
-    /// the step and carry the errno.
-    pub fn install(&self) -> Result<(), StepError> {
+    /// Sets `PR_SET_NO_NEW_PRIVS` (idempotent), then loads the program, with a listener when
+    /// it notifies. No allocation, no logging, no panic: safe in a child forked from a
+    /// multi-threaded process. Errors name the step and carry the errno.
+    pub fn install(&self) -> Result<Installed, StepError> {
         set_no_new_privs()?;
-        let prog = libc::sock_fprog {
-            // `build` checked that the program fits (BPF_MAXINSNS is 4096).
-            len: self.program.len() as libc::c_ushort,
-            filter: self.program.as_ptr() as *mut libc::sock_filter,
-        };
-        // SAFETY: `prog` points at `self.program`, which outlives the call; the kernel copies
-        // the instructions and keeps no reference to our memory.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
-                0 as libc::c_ulong,
-                &prog as *const libc::sock_fprog,
-            )
-        };
-        if rc != 0 {
-            return Err(last_error());
+        if self.answer == Answer::Errno {
+            load(&self.program, 0)?;
+            return Ok(Installed::Errno);
         }
-        Ok(())
+        match load(&self.program, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER) {
+            Ok(fd) => Ok(Installed::Listener(fd)),
+            Err(e) => {
+                // No listener (an older kernel; or a filter above ours already has one, as
+                // in a sandbox within a sandbox): the same policy, answered by the kernel.
+                load(&self.errno, 0)?;
+                Ok(Installed::Unnamed(e.errno))
+            }
+        }
     }
 
     /// BPF instructions in the program (for the report and the benchmarks).
@@ -145,10 +182,39 @@ impl Filters {
         &self.program
     }
 
+    /// The errno program of the same policy: the decision the supervisor applies.
+    pub fn errno_program(&self) -> &[libc::sock_filter] {
+        &self.errno
+    }
+
     /// Whether this is the program `build.rs` compiled (not one compiled at run time).
     pub fn is_prebuilt(&self) -> bool {
         matches!(self.program, Cow::Borrowed(_))
     }
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, program)`: the listener's fd with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`, else 0. No allocation.
+fn load(program: &[libc::sock_filter], flags: libc::c_ulong) -> Result<i32, StepError> {
+    let prog = libc::sock_fprog {
+        // `build` checked that the program fits (BPF_MAXINSNS is 4096).
+        len: program.len() as libc::c_ushort,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the
+    // instructions and keeps no reference to our memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
+            flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        return Err(last_error());
+    }
+    Ok(rc as i32)
 }
 
 /// `"x86_64"`, `"aarch64"`: the architecture the filter is compiled for.
@@ -160,8 +226,11 @@ pub fn arch_name() -> &'static str {
 /// error text names what failed.
 pub fn build(opts: &Options) -> Result<Filters, String> {
     if let Some(programs) = prebuilt::PROGRAMS {
+        let dl = opts.deny_listen as usize;
         return Ok(Filters {
-            program: Cow::Borrowed(programs[opts.deny_listen as usize]),
+            program: Cow::Borrowed(programs[opts.answer() as usize][dl]),
+            errno: Cow::Borrowed(programs[Answer::Errno as usize][dl]),
+            answer: opts.answer(),
         });
     }
     compile(opts)
@@ -176,7 +245,13 @@ pub fn compile(opts: &Options) -> Result<Filters, String> {
         ));
     };
     Ok(Filters {
-        program: Cow::Owned(bpf::program(audit_arch, opts.deny_listen)?),
+        program: Cow::Owned(bpf::program_for(
+            audit_arch,
+            opts.deny_listen,
+            opts.answer(),
+        )?),
+        errno: Cow::Owned(bpf::program(audit_arch, opts.deny_listen)?),
+        answer: opts.answer(),
     })
 }
 
@@ -209,11 +284,7 @@ mod tests {
         Other(u32),
     }
 
-    struct Data {
-        nr: u32,
-        arch: u32,
-        args: [u64; 6],
-    }
+    use super::interp::Data;
 
     fn data(nr: i64, args: &[u64]) -> Data {
         let mut a = [0u64; 6];
@@ -222,23 +293,6 @@ mod tests {
             nr: nr as u32,
             arch: bpf::TARGET.unwrap(),
             args: a,
-        }
-    }
-
-    fn word(d: &Data, off: u32) -> (u32, bool) {
-        match off {
-            0 => (d.nr, false),
-            4 => (d.arch, false),
-            16..=63 if off.is_multiple_of(4) => {
-                let arg = d.args[((off - 16) / 8) as usize];
-                let v = if off.is_multiple_of(8) {
-                    arg as u32
-                } else {
-                    (arg >> 32) as u32
-                };
-                (v, true)
-            }
-            _ => panic!("load of unexpected seccomp_data offset {off}"),
         }
     }
 
@@ -251,32 +305,8 @@ mod tests {
 
     /// [`run`], also counting the instructions executed.
     fn run_counted(prog: &[libc::sock_filter], d: &Data) -> (u32, bool, usize) {
-        let (mut a, mut pc, mut read_args, mut steps) = (0u32, 0usize, false, 0usize);
-        loop {
-            let i = &prog[pc];
-            pc += 1;
-            steps += 1;
-            match i.code {
-                0x20 => {
-                    let (v, arg) = word(d, i.k);
-                    a = v;
-                    read_args |= arg;
-                }
-                0x54 => a &= i.k,
-                0x05 => pc += i.k as usize,
-                0x15 | 0x25 | 0x35 | 0x45 => {
-                    let taken = match i.code {
-                        0x15 => a == i.k,
-                        0x25 => a > i.k,
-                        0x35 => a >= i.k,
-                        _ => a & i.k != 0,
-                    };
-                    pc += if taken { i.jt } else { i.jf } as usize;
-                }
-                0x06 => return (i.k, read_args, steps),
-                c => panic!("unexpected BPF opcode {c:#x}"),
-            }
-        }
+        let r = interp::run(prog, d);
+        (r.ret, r.read_args, r.steps)
     }
 
     /// `seccomp_run_filters`: newest first, keep the lowest action (as s32), strict `<`.
@@ -482,7 +512,11 @@ mod tests {
         }
         let listen = data(libc::SYS_listen, &[3, 128]);
         assert_eq!(verdict(&s, &listen), Verdict::Allow, "listen by default");
-        let deny = build(&Options { deny_listen: true }).unwrap();
+        let deny = build(&Options {
+            deny_listen: true,
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(
             verdict(&stack(&deny), &listen),
             eperm,
@@ -1181,7 +1215,11 @@ mod tests {
     #[test]
     fn one_program_decides_like_the_old_stack() {
         for deny_listen in [false, true] {
-            let one = compile(&Options { deny_listen }).unwrap();
+            let one = compile(&Options {
+                deny_listen,
+                ..Default::default()
+            })
+            .unwrap();
             let one = [one.program()];
             let reference = reference_stack(deny_listen);
             let reference: Vec<&[libc::sock_filter]> =
@@ -1229,20 +1267,36 @@ mod tests {
                     .zip(b)
                     .all(|(x, y)| (x.code, x.jt, x.jf, x.k) == (y.code, y.jt, y.jf, y.k))
         };
-        for deny_listen in [false, true] {
-            let opts = Options { deny_listen };
+        for (deny_listen, (notify, observe)) in [false, true]
+            .into_iter()
+            .flat_map(|d| [(false, false), (true, false), (true, true)].map(|a| (d, a)))
+        {
+            let opts = Options {
+                deny_listen,
+                notify,
+                observe,
+            };
             let built = build(&opts).unwrap();
             assert!(built.is_prebuilt(), "build.rs compiled no program");
             let now = compile(&opts).unwrap();
             assert!(!now.is_prebuilt());
             assert!(
-                same(built.program(), now.program()),
-                "deny_listen {deny_listen}"
+                same(built.program(), now.program())
+                    && same(built.errno_program(), now.errno_program()),
+                "{opts:?}"
             );
         }
         let (a, b) = (
-            build(&Options { deny_listen: false }).unwrap(),
-            build(&Options { deny_listen: true }).unwrap(),
+            build(&Options {
+                deny_listen: false,
+                ..Default::default()
+            })
+            .unwrap(),
+            build(&Options {
+                deny_listen: true,
+                ..Default::default()
+            })
+            .unwrap(),
         );
         assert!(!same(a.program(), b.program()));
     }

@@ -37,7 +37,7 @@ pub const PERSONALITY_QUERY: u64 = 0xffff_ffff;
 
 // System calls newer than the libc constants (the same numbers on every architecture since
 // 424, the unified table).
-const SYS_CACHESTAT: i64 = 451;
+pub const SYS_CACHESTAT: i64 = 451;
 /// `io_pgetevents` (libc lacks the constant; before the unified table, so per architecture).
 #[cfg(target_arch = "x86_64")]
 const SYS_IO_PGETEVENTS: i64 = 333;
@@ -666,7 +666,120 @@ pub fn entries(deny_listen: bool) -> Result<Vec<(u32, Entry)>, String> {
 /// One program is one `seccomp()` call, one `bpf_prepare_filter` and one JIT at install, and
 /// one program run per checked call.
 pub fn program(audit_arch: u32, deny_listen: bool) -> Result<Vec<libc::sock_filter>, String> {
+    program_for(audit_arch, deny_listen, Answer::Errno)
+}
+
+/// How the program answers what the policy refuses (and, under `Observe`, what it allows of
+/// the calls that look up a path). The decision is the same in every mode: the supervisor
+/// runs the `Errno` program on each notified call to answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Answer {
+    /// `ERRNO(x)` straight from the kernel: nobody learns what was refused.
+    Errno,
+    /// `ERRNO(EPERM | EAFNOSUPPORT | EOPNOTSUPP)` becomes `USER_NOTIF`: the supervisor
+    /// answers with the same errno and names the refusal. `ENOSYS` (the fallbacks libc takes
+    /// every time) and `KILL_PROCESS` stay; the constant `ALLOW` paths stay constant.
+    Notify,
+    /// `Notify`, and the allowed calls of [`path_calls`] go to `USER_NOTIF` too, for the
+    /// supervisor to note the path they look up before it lets them continue.
+    Observe,
+}
+
+impl Answer {
+    pub const ALL: [Answer; 3] = [Answer::Errno, Answer::Notify, Answer::Observe];
+}
+
+/// The errnos whose refusals are named (notified): the policy's own refusals. `ENOSYS` is the
+/// fallback libc takes on every `clone3`/`openat2`, and stays silent and free.
+pub const NAMED_ERRNOS: [u32; 3] = [
+    libc::EPERM as u32,
+    libc::EAFNOSUPPORT as u32,
+    libc::EOPNOTSUPP as u32,
+];
+
+/// The path arguments of a call: the index of each, with the index of its directory fd
+/// (`None`: relative to the cwd).
+pub type PathArgs = &'static [(u32, Option<u32>)];
+
+/// The calls that look up a path (`--observe`), with their [`PathArgs`].
+pub fn path_calls() -> Vec<(i64, PathArgs)> {
+    #[allow(unused_mut)]
+    let mut v: Vec<(i64, PathArgs)> = vec![
+        (libc::SYS_openat, &[(1, Some(0))]),
+        (libc::SYS_execve, &[(0, None)]),
+        (libc::SYS_execveat, &[(1, Some(0))]),
+        (libc::SYS_newfstatat, &[(1, Some(0))]),
+        (libc::SYS_statx, &[(1, Some(0))]),
+        (libc::SYS_faccessat, &[(1, Some(0))]),
+        (libc::SYS_faccessat2, &[(1, Some(0))]),
+        (libc::SYS_readlinkat, &[(1, Some(0))]),
+        (libc::SYS_mkdirat, &[(1, Some(0))]),
+        (libc::SYS_mknodat, &[(1, Some(0))]),
+        (libc::SYS_unlinkat, &[(1, Some(0))]),
+        (libc::SYS_renameat, &[(1, Some(0)), (3, Some(2))]),
+        (libc::SYS_renameat2, &[(1, Some(0)), (3, Some(2))]),
+        (libc::SYS_linkat, &[(1, Some(0)), (3, Some(2))]),
+        (libc::SYS_symlinkat, &[(2, Some(1))]),
+        (libc::SYS_truncate, &[(0, None)]),
+        (libc::SYS_chdir, &[(0, None)]),
+        (libc::SYS_fchmodat, &[(1, Some(0))]),
+        (SYS_FCHMODAT2, &[(1, Some(0))]),
+        (libc::SYS_fchownat, &[(1, Some(0))]),
+        (libc::SYS_utimensat, &[(1, Some(0))]),
+    ];
+    const CWD: PathArgs = &[(0, None)];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (libc::SYS_open, CWD),
+        (libc::SYS_creat, CWD),
+        (libc::SYS_stat, CWD),
+        (libc::SYS_lstat, CWD),
+        (libc::SYS_access, CWD),
+        (libc::SYS_readlink, CWD),
+        (libc::SYS_mkdir, CWD),
+        (libc::SYS_mknod, CWD),
+        (libc::SYS_unlink, CWD),
+        (libc::SYS_rmdir, CWD),
+        (libc::SYS_rename, &[(0, None), (1, None)]),
+        (libc::SYS_link, &[(0, None), (1, None)]),
+        (libc::SYS_symlink, &[(1, None)]),
+        (libc::SYS_chmod, CWD),
+        (libc::SYS_chown, CWD),
+        (libc::SYS_lchown, CWD),
+        (libc::SYS_utime, CWD),
+        (libc::SYS_utimes, CWD),
+    ]);
+    v
+}
+
+/// The calls that name a unix socket's path in a `sockaddr` (argument 1, its length argument
+/// 2): `connect` and `bind`. Observed like [`path_calls`] (every family goes to the supervisor,
+/// which notes only `AF_UNIX` paths).
+pub fn socket_path_calls() -> [i64; 2] {
+    [libc::SYS_connect, libc::SYS_bind]
+}
+
+/// Every call `Observe` hands to the supervisor where the policy allows it.
+pub fn observed_calls() -> Vec<u32> {
+    path_calls()
+        .iter()
+        .map(|(nr, _)| *nr)
+        .chain(socket_path_calls())
+        .map(|nr| nr as u32)
+        .collect()
+}
+
+/// The policy as one program for `audit_arch`, answering as `answer` says (see [`Answer`]).
+pub fn program_for(
+    audit_arch: u32,
+    deny_listen: bool,
+    answer: Answer,
+) -> Result<Vec<libc::sock_filter>, String> {
     let entries = entries(deny_listen)?;
+    let observed: Vec<u32> = match answer {
+        Answer::Observe => observed_calls(),
+        _ => Vec::new(),
+    };
     let mut a = Asm::default();
     let arch_ok = a.label();
     a.stmt(BPF_LD_W_ABS, SECCOMP_DATA_ARCH);
@@ -681,8 +794,19 @@ pub fn program(audit_arch: u32, deny_listen: bool) -> Result<Vec<libc::sock_filt
         a.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
         a.here(native);
     }
-    tree(&mut a, &stretches(&entries));
-    a.finish("seccomp")
+    tree(&mut a, &stretches(&entries, &observed));
+    let mut program = a.finish("seccomp")?;
+    if answer != Answer::Errno {
+        // Same decision, another answer: every return of a named errno goes to the listener.
+        for i in program.iter_mut() {
+            let named = i.k & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO
+                && NAMED_ERRNOS.contains(&(i.k & libc::SECCOMP_RET_DATA));
+            if i.code == BPF_RET_K && named {
+                i.k = libc::SECCOMP_RET_USER_NOTIF;
+            }
+        }
+    }
+    Ok(program)
 }
 
 /// What the program does with a stretch of numbers.
@@ -691,12 +815,15 @@ enum Action<'a> {
     Eperm,
     /// A single number with rules of its own (arguments, errno, socket family).
     Rule(&'a Entry),
+    /// A call [`path_calls`] names, under `Observe`: its rules, with `USER_NOTIF` where they
+    /// allow.
+    Observed(&'a Entry),
 }
 
 /// `entries` (sorted) as stretches covering every number: `(first number, action)`, in
 /// order, the first starting at 0 and the last running to `u32::MAX`; neighbouring numbers
 /// that are both allowed whatever the arguments, or both refused, share one stretch.
-fn stretches(entries: &[(u32, Entry)]) -> Vec<(u32, Action<'_>)> {
+fn stretches<'a>(entries: &'a [(u32, Entry)], observed: &[u32]) -> Vec<(u32, Action<'a>)> {
     fn push<'a>(v: &mut Vec<(u32, Action<'a>)>, lo: u32, act: Action<'a>) {
         match (v.last(), &act) {
             (Some((_, Action::Allow)), Action::Allow)
@@ -711,6 +838,7 @@ fn stretches(entries: &[(u32, Entry)]) -> Vec<(u32, Action<'_>)> {
             push(&mut v, next, Action::Eperm);
         }
         let act = match e {
+            e if observed.contains(nr) => Action::Observed(e),
             Entry::Allow => Action::Allow,
             e => Action::Rule(e),
         };
@@ -765,23 +893,33 @@ fn tree_len(stretches: &[(u32, Action)]) -> usize {
 fn leaf(a: &mut Asm, act: &Action) {
     let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
     match act {
-        Action::Allow | Action::Rule(Entry::Allow) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+        Action::Allow => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
         Action::Eperm => a.stmt(BPF_RET_K, eperm),
-        Action::Rule(Entry::AnyOf(rules)) => {
-            any_of(a, rules, libc::SECCOMP_RET_ALLOW);
+        Action::Rule(e) => entry(a, e, libc::SECCOMP_RET_ALLOW),
+        Action::Observed(e) => entry(a, e, libc::SECCOMP_RET_USER_NOTIF),
+    }
+}
+
+/// One call's rules, returning `allow` where they allow it; every path ends in a return.
+fn entry(a: &mut Asm, e: &Entry, allow: u32) {
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    match e {
+        Entry::Allow => a.stmt(BPF_RET_K, allow),
+        Entry::AnyOf(rules) => {
+            any_of(a, rules, allow);
             a.stmt(BPF_RET_K, eperm);
         }
-        Action::Rule(Entry::Unless {
+        Entry::Unless {
             refuse,
             errno,
             then,
-        }) => {
+        } => {
             any_of(a, refuse, libc::SECCOMP_RET_ERRNO | errno);
-            leaf(a, &Action::Rule(then));
+            entry(a, then, allow);
         }
-        Action::Rule(Entry::Errno(errno)) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | errno),
-        Action::Rule(Entry::Socket) => socket_rules(a),
-        Action::Rule(Entry::Socketpair) => socketpair_rules(a),
+        Entry::Errno(errno) => a.stmt(BPF_RET_K, libc::SECCOMP_RET_ERRNO | errno),
+        Entry::Socket => socket_rules(a),
+        Entry::Socketpair => socketpair_rules(a),
     }
 }
 
