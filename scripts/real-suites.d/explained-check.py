@@ -2,10 +2,10 @@
 """The checks of `scripts/real-suites --explained`, one subcommand each. Each prints one line
 saying what it expected and what it found, and exits 0 (as expected) or 1.
 
-  names KIND SUB WHAT STDERR REPORT
+  names KIND SUB WHAT STDERR REPORT [never]
       sandbox-run named the cause: a stderr line `sandbox-run: refused KIND SUB: ...WHAT...`
       and an entry of the report's `results[].denials` with that kind and sub whose `what`
-      holds WHAT.
+      holds WHAT; with `never`, that entry's fix says `never: ...` and its patch is null.
   adds BASE_SHOWN PROFILE_SHOWN CHANGE...
       a profile adds exactly CHANGE... to its base: both are `sandbox-run profiles show`
       outputs (resolved TOML); CHANGE is `table.key=VALUE` for a value that changed
@@ -19,7 +19,7 @@ import sys
 import tomllib
 
 
-def names(kind, sub, what, stderr_file, report_file):
+def names(kind, sub, what, stderr_file, report_file, never=None):
     with open(stderr_file, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
     pat = re.compile(r"^sandbox-run: refused " + re.escape(kind) + " " + re.escape(sub) + r": (.*)$")
@@ -31,6 +31,9 @@ def names(kind, sub, what, stderr_file, report_file):
         for r in report.get("results", []):
             for d in r.get("denials", []):
                 if d.get("kind") == kind and d.get("sub") == sub and what in str(d.get("what", "")):
+                    if never and (d.get("patch") is not None or not str(d.get("fix", "")).startswith("never")):
+                        print(f"names: a cause no profile may allow, yet the report offers a fix: {json.dumps(d)}")
+                        return 1
                     in_report.append(d)
     except (OSError, ValueError) as e:
         print(f"names: the report {report_file} is unreadable: {e}")
@@ -105,7 +108,7 @@ def adds(base_file, shown_file, changes):
 
 def main(argv):
     if len(argv) >= 6 and argv[1] == "names":
-        return names(*argv[2:7])
+        return names(*argv[2:8])
     if len(argv) >= 4 and argv[1] == "adds":
         return adds(argv[2], argv[3], argv[4:])
     print(__doc__, file=sys.stderr)
