@@ -9,8 +9,9 @@ saying what it expected and what it found, and exits 0 (as expected) or 1.
   adds BASE_SHOWN PROFILE_SHOWN CHANGE...
       a profile adds exactly CHANGE... to its base: both are `sandbox-run profiles show`
       outputs (resolved TOML); CHANGE is `table.key=VALUE` for a value that changed
-      (VALUE as TOML: `true`, `"host"`) or `table.key+=ITEM` for an item a list gained.
-      Nothing else may differ (the description aside).
+      (VALUE as TOML: `true`, `"host"`) or `table.key+=ITEM` for an item a list gained; a
+      CHANGE written `?CHANGE` may be there or not (another file the program reads first,
+      for the same purpose). Nothing else may differ (the description aside).
 """
 
 import json
@@ -87,17 +88,17 @@ def adds(base_file, shown_file, changes):
                     diff.add(f"{key}-={json.dumps(item)}")
         else:
             diff.add(f"{key}={json.dumps(g)}")
-    want = set()
+    want, may = set(), set()
     for c in changes:
-        m = re.match(r"^([a-z_.]+)(\+?=)(.*)$", c)
+        m = re.match(r"^(\??)([a-z_.]+)(\+?=)(.*)$", c)
         if not m:
             print(f"adds: bad change {c!r}")
             return 1
-        want.add(f"{m.group(1)}{m.group(2)}{json.dumps(toml_value(m.group(3)))}")
-    if diff == want:
+        (may if m.group(1) else want).add(f"{m.group(2)}{m.group(3)}{json.dumps(toml_value(m.group(4)))}")
+    if want <= diff <= want | may:
         print(f"adds only: {', '.join(sorted(diff)) or 'nothing'}")
         return 0
-    extra = sorted(diff - want)
+    extra = sorted(diff - want - may)
     lacking = sorted(want - diff)
     print(
         f"expected it to add only {', '.join(sorted(want)) or 'nothing'}; "
