@@ -4,8 +4,8 @@ saying what it expected and what it found, and exits 0 (as expected) or 1.
 
   names KIND SUB WHAT STDERR REPORT [never]
       sandbox-run named the cause: a stderr line `sandbox-run: refused KIND SUB: ...WHAT...`
-      and an entry of the report's `results[].denials` with that kind and sub whose `what`
-      holds WHAT; with `never`, that entry's fix says `never: ...` and its patch is null.
+      (or, past stderr's first 10 lines, its `... and N more`) and an entry of the report's
+      `results[].denials` with that kind and sub whose `what` holds WHAT; with `never`, that entry's fix says `never: ...` and its patch is null.
   adds BASE_SHOWN PROFILE_SHOWN CHANGE...
       a profile adds exactly CHANGE... to its base: both are `sandbox-run profiles show`
       outputs (resolved TOML); CHANGE is `table.key=VALUE` for a value that changed
@@ -39,6 +39,11 @@ def names(kind, sub, what, stderr_file, report_file, never=None):
     except (OSError, ValueError) as e:
         print(f"names: the report {report_file} is unreadable: {e}")
     want = f"`sandbox-run: refused {kind} {sub}: ...{what}...`"
+    # stderr shows the first 10 and then "... and N more refusals (see the report)"
+    more = [l for l in lines if re.match(r"^sandbox-run: \.\.\. and [0-9]+ more", l)]
+    if in_report and more and not on_stderr:
+        print(f"named in the report, past stderr's first 10: {json.dumps(in_report[0])}")
+        return 0
     if on_stderr and in_report:
         print(f"named: {on_stderr[0]}")
         return 0
