@@ -69,6 +69,10 @@ pub enum Patch {
     TcpConnect(u16),
     /// `[limits] KEY = VALUE` (`memory = "4G"`, `pids = 4096`, `timeout = "10m"`...).
     Limit { key: String, value: String },
+    /// `[filesystem] sys`: a path under /sys bound read-only.
+    Sys(PathBuf),
+    /// `[filesystem] dev_pts = true`: the sandbox's own pseudo-terminals (`/dev/ptmx`).
+    DevPts(bool),
     /// `[env] keep`: a caller variable handed to the command.
     EnvKeep(String),
 }
@@ -229,7 +233,12 @@ pub fn collect(
         landlock: plan.landlock.as_ref(),
         homes,
     };
-    for p in s.paths_seen {
+    // What the command's own stderr named first (it failed on it), then what `--observe`
+    // saw looked up (a probe the command may have coped with): the first lines on stderr are
+    // the likeliest causes.
+    let named = s.paths_seen.iter().filter(|p| p.errno.is_some());
+    let looked_up = s.paths_seen.iter().filter(|p| p.errno.is_none());
+    for p in named.chain(looked_up) {
         if let Some(r) = fs::classify(&view, p, host) {
             all.add(r);
         }

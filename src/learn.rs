@@ -34,12 +34,13 @@ pub struct Learned {
 /// Sections in the order they are written.
 const SECTIONS: &[&str] = &["gate", "filesystem", "network", "limits", "env"];
 
-/// What learn may write as a plain value: the limits a resource refusal raises, and the
-/// network mode.
+/// What learn may write as a plain value: the limits a resource refusal raises, the network
+/// mode, and the sandbox's own pseudo-terminals.
 fn scalar_key(section: &str, key: &str) -> bool {
     match section {
         "limits" => LIMITS.contains(&key),
         "network" => key == "mode",
+        "filesystem" => key == "dev_pts",
         _ => false,
     }
 }
@@ -326,6 +327,11 @@ fn items(patch: &Patch, why: &str, base: &Profile) -> Vec<Item> {
             }],
             None => Vec::new(),
         },
+        Patch::Sys(x) => vec![list("filesystem", "sys", p(x))],
+        Patch::DevPts(on) => vec![Item {
+            list: false,
+            ..list("filesystem", "dev_pts", Value::Boolean(*on))
+        }],
         Patch::EnvKeep(x) => vec![list("env", "keep", s(x))],
     }
 }
@@ -382,6 +388,8 @@ fn in_base(i: &Item, base: &Profile) -> bool {
         ("network", "tcp_connect") => port(&base.network.tcp_connect),
         ("network", "mode") => s == "filtered" && base.network.mode == NetMode::Filtered,
         ("env", "keep") => has(&base.env.keep),
+        ("filesystem", "sys") => has_path(&base.filesystem.sys),
+        ("filesystem", "dev_pts") => i.value.as_bool() == Some(base.filesystem.dev_pts),
         _ => false,
     }
 }
@@ -432,6 +440,17 @@ pub fn vet(patch: &Patch, b: &Boundary) -> Result<(), String> {
         Patch::Limit { key, value } => limit_value(key, value)
             .map(|_| ())
             .ok_or_else(|| format!("[limits] {key} = {value:?} is not a valid value")),
+        Patch::Sys(p) => {
+            plain_path(p)?;
+            if !p.starts_with("/sys") || p.starts_with("/sys/fs/cgroup") {
+                return Err(format!(
+                    "{} is not a path of /sys a sandbox may see",
+                    crate::visible::path(p)
+                ));
+            }
+            Ok(())
+        }
+        Patch::DevPts(_) => Ok(()),
         Patch::EnvKeep(n) => {
             word(n, "variable name")?;
             match crate::layers::env::refusal(n) {

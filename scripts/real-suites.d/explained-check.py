@@ -25,6 +25,10 @@ def names(kind, sub, what, stderr_file, report_file, never=None):
         lines = f.read().splitlines()
     pat = re.compile(r"^sandbox-run: refused " + re.escape(kind) + " " + re.escape(sub) + r": (.*)$")
     on_stderr = [l for l in lines if (m := pat.match(l)) and what in m.group(1)]
+    if kind == "gate":
+        # the gate's own line: `sandbox-run: denied by rule SUB: ...`
+        gate = re.compile(r"^sandbox-run: denied by rule " + re.escape(sub) + r": (.*)$")
+        on_stderr += [l for l in lines if (m := gate.match(l)) and what in m.group(1)]
     in_report = []
     try:
         with open(report_file, encoding="utf-8") as f:

@@ -231,10 +231,17 @@ pub(super) fn gate_in(target: &Target, profile: &Profile, ws: &Workspace) -> pol
 /// `allowed: ...`, `denied by rule R: ...` or `not found (rule R): ...`, on one line, with the
 /// resolved program when there is one.
 pub fn verdict_line(v: &policy::Verdict) -> String {
-    match &v.program {
-        _ if v.allowed() => v.reason.clone(),
+    let line = match &v.program {
+        _ if v.allowed() => return v.reason.clone(),
         Some(p) => format!("{} [program {}]", v.reason, p.display()),
         None => v.reason.clone(),
+    };
+    // The setting that allows it, where the gate's own words do not say one already.
+    match crate::denials::gate::refusal(v) {
+        Some(r) if r.patch.is_some() && !line.contains("to allow") => {
+            format!("{line}; to allow: {}", r.fix)
+        }
+        _ => line,
     }
 }
 

@@ -65,12 +65,39 @@ pub fn classify(
         true => path.parent()?,
         false => path,
     };
-    let entry = host(probe)?;
     let op = if view.namespaces {
         covering(view.mounts, path)
     } else {
         None
     };
+    if view.namespaces {
+        // A directory on the way to a mount point is in the view (the repo's parents, /etc
+        // above its bound files).
+        if view
+            .mounts
+            .iter()
+            .any(|o| o.dst() != *path && o.dst().starts_with(path))
+        {
+            return None;
+        }
+        match op {
+            // A tree of the sandbox's own (its home, /tmp): a lookup `--observe` saw there may
+            // have found what the command made itself; only a failure the command named
+            // counts. A tmpfs of mode 0 covers a credential path: said below.
+            Some(Op::Tmpfs { dst, mode, .. })
+                if dst != Path::new("/") && *mode != 0 && seen.errno.is_none() =>
+            {
+                return None
+            }
+            Some(Op::Dev {
+                dst, pts: false, ..
+            }) if is_pty(dst, path) => {
+                return Some(dev_pts(seen));
+            }
+            _ => {}
+        }
+    }
+    let entry = host(probe)?;
     // The sandbox's own procfs and /dev are in its view too (a path missing there is not the
     // host's to lend).
     let visible = !view.namespaces
@@ -101,6 +128,21 @@ pub fn classify(
         false => path.clone(),
     };
     let never = never_why(view, &target, entry, op, sub, writes);
+    // Under /sys the profile's own list binds it (`[filesystem] sys`).
+    if sub == "hidden" && never.is_none() && !writes && target.starts_with("/sys") {
+        return Some(Refusal {
+            kind: Kind::Filesystem,
+            sub: sub.into(),
+            what: format!("{} ({})", crate::visible::path(path), seen.access.as_str()),
+            rule: "not in the sandbox's view".into(),
+            fix: format!(
+                "[filesystem] sys = {{ add = [\"{}\"] }}",
+                crate::visible::path(&target)
+            ),
+            patch: Some(Patch::Sys(target)),
+            count: seen.count.max(1),
+        });
+    }
     let (rule, fix, patch) = {
         let rule = match sub {
             "hidden" => "not in the sandbox's view".to_string(),
@@ -138,6 +180,28 @@ pub fn classify(
     })
 }
 
+/// `/dev/ptmx` or a path under `/dev/pts` of the sandbox's own /dev.
+fn is_pty(dev: &Path, path: &Path) -> bool {
+    path == dev.join("ptmx") || path.starts_with(dev.join("pts"))
+}
+
+/// A pseudo-terminal the sandbox's /dev does not have: `dev_pts = true` gives it its own.
+fn dev_pts(seen: &PathSeen) -> Refusal {
+    Refusal {
+        kind: Kind::Filesystem,
+        sub: "hidden".into(),
+        what: format!(
+            "{} ({})",
+            crate::visible::path(&seen.path),
+            seen.access.as_str()
+        ),
+        rule: "the sandbox's /dev has no pseudo-terminals".into(),
+        fix: "[filesystem] dev_pts = true (the sandbox's own, never the host's)".into(),
+        patch: Some(Patch::DevPts(true)),
+        count: seen.count.max(1),
+    }
+}
+
 /// Why no profile may allow it, if so.
 fn never_why(
     view: &View,
@@ -152,6 +216,12 @@ fn never_why(
             "the sandbox's own {} is read-only to the command",
             OWN.iter().find(|d| target.starts_with(d)).unwrap_or(&"")
         ));
+    }
+    if target.starts_with("/sys/fs/cgroup") {
+        return Some(
+            "the host's cgroup files describe the host's cgroup, not the sandbox's (its limits are in the report)"
+                .into(),
+        );
     }
     if writes && SYSTEM.iter().any(|d| target.starts_with(d)) {
         return Some("a system directory is shared with the host read-only".into());
@@ -435,6 +505,48 @@ mod tests {
         assert!(never("/run/docker.sock", Socket, Some(ENOENT)));
         // an errno that is not a refusal of a path
         assert_eq!(c("/etc/hosts.extra", Read, Some(libc::EMFILE)), None);
+        // a directory on the way to a mount point (the repo's parents) is in the view
+        assert_eq!(c("/opt", Read, None), None);
+        assert_eq!(c("/", Read, None), None);
+        // the sandbox's own home: a lookup --observe saw may have found the command's own
+        // file; a failure the command named counts
+        assert_eq!(c("/root/.gitconfig", Read, None), None);
+        assert_eq!(
+            sub("/root/.gitconfig", Read, Some(ENOENT)).unwrap(),
+            "hidden"
+        );
+        // the sandbox's own /dev without pseudo-terminals: dev_pts, never the host's
+        let mut with_dev = mounts.clone();
+        with_dev.push(Op::Dev {
+            dst: "/dev".into(),
+            pts: false,
+            shm_size: 0,
+        });
+        let dev_view = View {
+            mounts: &with_dev,
+            ..view
+        };
+        let d = |p: &str| classify(&dev_view, &seen(p, Read, None), &host).map(|r| r.patch);
+        assert_eq!(d("/dev/ptmx"), Some(Some(Patch::DevPts(true))));
+        assert_eq!(d("/dev/pts/0"), Some(Some(Patch::DevPts(true))));
+        assert_eq!(d("/dev/null"), None);
+        // /sys: the profile's sys list; the host's cgroup files never
+        let sys_host = |p: &Path| {
+            p.starts_with("/sys").then_some(HostEntry {
+                plain: true,
+                world_readable: true,
+            })
+        };
+        let y = |p: &str| classify(&view, &seen(p, Read, Some(ENOENT)), &sys_host);
+        assert_eq!(
+            y("/sys/class/net").unwrap().patch,
+            Some(Patch::Sys("/sys/class/net".into()))
+        );
+        let cg = y("/sys/fs/cgroup/memory.max").unwrap();
+        assert!(
+            cg.fix.starts_with("never: ") && cg.patch.is_none(),
+            "{cg:?}"
+        );
         // without namespaces: everything is in view, landlock decides
         let flat = View {
             namespaces: false,

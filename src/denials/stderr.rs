@@ -226,6 +226,14 @@ mod tests {
             c("/etc/x", Read, ENOENT)
         );
         assert_eq!(
+            t("ls: cannot access '/sys/class/net': No such file or directory"),
+            c("/sys/class/net", Read, ENOENT)
+        );
+        assert_eq!(
+            t("ls: cannot access \u{2018}/sys/class/net\u{2019}: No such file or directory"),
+            c("/sys/class/net", Read, ENOENT)
+        );
+        assert_eq!(
             t("touch: cannot touch '/usr/x': Read-only file system"),
             c("/usr/x", Create, EROFS)
         );
