@@ -18,6 +18,9 @@
 //! - `learn`: a learned profile and the refusals of a run turned into its entries (the pure
 //!   part of `sandbox-run learn`).
 //! - `report`: the JSON report of a run, from the plan and the run's `outcome`.
+//! - `denials`: every refusal of a run, judged and assembled (the filesystem paths against the
+//!   plan's view, the network's and the resources' logs, the gate's verdict); uses `plan`,
+//!   `profile`, `layers`, `toolchain`.
 //! - `supervisor`: the run's life: spawns the launcher, watches, kills, collects the outcome.
 //! - `outcome`: what a run came to (`Finished`, `Lost`) and the exit code it means, filled by
 //!   `supervisor`, read by `report` and `app`.
@@ -32,7 +35,9 @@
 //!   the kept homes built on them (`home` uses `state`).
 //! - `layers`: the kernel mechanisms, one per file, with the channel records stage 2 and pid 1
 //!   send (`layers::channel`). They take parameters of their own types, never the plan or the
-//!   profile.
+//!   profile; the seccomp notification names what it refused as a `refusal`.
+//! - `refusal`: what a refusal is (kind, what, rule, fix, the profile change learn applies) and
+//!   a path the command looked up: plain data.
 //! - `net`: the network's own pieces (allow-list, proxy, name service, TLS); uses only `sink`
 //!   and `sys`.
 //! - `fsops`, `workspace`, `strict_modes`: directory-fd operations, the repo and cwd, strict
@@ -71,6 +76,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod refname;
+pub mod refusal;
 pub mod report;
 pub mod secrets;
 pub mod sink;

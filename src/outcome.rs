@@ -71,9 +71,9 @@ pub struct Finished {
     pub disk_stopped: Option<crate::layers::disk::Over>,
     /// System calls the seccomp filter refused, named by the supervisor as they came in (user
     /// notification), deduplicated and counted.
-    pub refused_calls: Vec<crate::denials::Refusal>,
+    pub refused_calls: Vec<crate::refusal::Refusal>,
     /// Paths the command looked up (every lookup with `--observe`), as the sandbox saw them.
-    pub paths_seen: Vec<crate::denials::PathSeen>,
+    pub paths_seen: Vec<crate::refusal::PathSeen>,
     /// Whether the refused calls were named (the filter had a listener): `None` where the
     /// plan had no seccomp filter or the run did not reach it.
     pub refusals_named: Option<bool>,

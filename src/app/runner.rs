@@ -245,9 +245,16 @@ impl Runner<'_> {
                     .push(crate::denials::resource::disk_full(cap));
             }
         }
-        // Every refusal named: all of them with -v, else the first ones when it failed.
+        // Every refusal named: all of them with -v (but the refused calls, which the
+        // supervisor said as they came), else the first ones when it failed.
         if self.verbose > 0 {
-            for line in crate::denials::stderr_lines(&result.denials, usize::MAX) {
+            let later: Vec<_> = result
+                .denials
+                .iter()
+                .filter(|r| r.kind != crate::denials::Kind::Syscall)
+                .cloned()
+                .collect();
+            for line in crate::denials::stderr_lines(&later, usize::MAX) {
                 eprintln!("{line}");
             }
         } else if !result.ok {

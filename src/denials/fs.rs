@@ -36,6 +36,8 @@ pub struct View<'a> {
     pub landlock: Option<&'a Spec>,
     /// Every home directory on the host (the caller's, root's, the users').
     pub homes: &'a [PathBuf],
+    /// The repo, as the sandbox sees it.
+    pub repo: &'a Path,
 }
 
 /// System directories: shared with the host read-only, never written by a sandbox.
@@ -95,6 +97,9 @@ pub fn classify(
                 return Some(dev_pts(seen));
             }
             _ => {}
+        }
+        if seen.errno.is_none() && probe_only(view.repo, path) {
+            return None;
         }
     }
     let entry = host(probe)?;
@@ -178,6 +183,21 @@ pub fn classify(
         patch,
         count: seen.count.max(1),
     })
+}
+
+/// A lookup `--observe` saw that tools make to learn about their surroundings and cope
+/// without, not judged unless the command named it failing: a path beside the repo, under
+/// one of the directories that hold it (below `/`: cargo, git, npm and linters look upward
+/// for `.cargo/config.toml`, `Cargo.toml`, `.npmrc`, `.eslintrc`; a result must not depend
+/// on where the repo is checked out), and the machine's facts under /sys (the sandbox shows
+/// only the CPU topology there).
+fn probe_only(repo: &Path, path: &Path) -> bool {
+    let beside_repo = repo
+        .ancestors()
+        .skip(1)
+        .filter(|a| *a != Path::new("/"))
+        .any(|a| path.starts_with(a));
+    beside_repo || path.starts_with("/sys")
 }
 
 /// `/dev/ptmx` or a path under `/dev/pts` of the sandbox's own /dev.
@@ -444,6 +464,7 @@ mod tests {
             mounts: &mounts,
             landlock: Some(&spec),
             homes: &homes,
+            repo: Path::new("/repo"),
         };
         let c = |p: &str, a: Access, e: Option<i32>| {
             classify(&view, &seen(p, a, e), &host).map(|r| (r.sub, r.fix, r.patch))
@@ -547,6 +568,29 @@ mod tests {
             cg.fix.starts_with("never: ") && cg.patch.is_none(),
             "{cg:?}"
         );
+        // what --observe saw looked up beside the repo, or a machine fact under /sys, is a
+        // probe; named failing by the command, it counts
+        let deep = View {
+            repo: Path::new("/work/checkouts/repo"),
+            ..view
+        };
+        let probe = |p: &str, e: Option<i32>| {
+            classify(&deep, &seen(p, Read, e), &|q: &Path| {
+                (q.starts_with("/work") || q.starts_with("/sys") || q.starts_with("/etc"))
+                    .then_some(HostEntry {
+                        plain: true,
+                        world_readable: true,
+                    })
+            })
+        };
+        assert_eq!(probe("/work/checkouts/Cargo.toml", None), None);
+        assert_eq!(probe("/work/.cargo/config.toml", None), None);
+        assert!(probe("/work/.cargo/config.toml", Some(ENOENT)).is_some());
+        assert_eq!(
+            probe("/sys/kernel/mm/transparent_hugepage/enabled", None),
+            None
+        );
+        assert!(probe("/etc/machine-id", None).is_some());
         // without namespaces: everything is in view, landlock decides
         let flat = View {
             namespaces: false,

@@ -8,7 +8,7 @@ use super::bpf::{
     TIOCLINUX, TIOCSTI,
 };
 use super::interp::Data;
-use crate::denials::{Kind, Patch, Refusal};
+use crate::refusal::{Kind, Patch, Refusal};
 
 macro_rules! table {
     ($($name:ident),* $(,)?) => {

@@ -18,7 +18,7 @@
 //!   answers continue. At most [`PATHS`] distinct paths are kept, the rest counted.
 
 use super::interp::{self, Data};
-use crate::denials::{Access, PathSeen, Refusal, Refusals};
+use crate::refusal::{Access, PathSeen, Refusal, Refusals};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
