@@ -8,8 +8,8 @@
 //!   family, `EPERM` for the rest): naming changes nothing of what it sees.
 //! - Positive controls: allowed calls (a plain socket, chmod 0755) name nothing.
 //! - The workload never holds the listener (it could answer its own calls).
-//! - A flood of refused calls ends normally, within the timeout, at a bounded cost to the
-//!   supervisor, and the count says it was cut.
+//! - A flood of refused calls ends normally, within the timeout; the supervisor answers no
+//!   more than its bound of them, and the count says it was cut.
 //! - `--observe`: the paths the command looks up, hidden and relative ones included.
 
 mod common;
@@ -236,8 +236,8 @@ fn the_workload_does_not_hold_the_listener() {
 
 /// A hostile command floods refused calls: the run ends normally, every call is still refused
 /// (EPERM while named, ENOSYS from the kernel once the supervisor stops at its bound), the
-/// count says it was cut, and the supervisor's CPU time stays bounded. Also the timeout still
-/// ends a flood that would go on.
+/// count says it was cut (the supervisor answers no more than the bound: its CPU is printed).
+/// Also the timeout still ends a flood that would go on.
 #[test]
 fn a_flood_of_refused_calls_is_bounded() {
     if !sandbox_works() || !need_seccomp() {
@@ -292,8 +292,9 @@ fn a_flood_of_refused_calls_is_bounded() {
         cpu.as_secs_f64(),
         inside.map_or("?".into(), |d| format!("{:.2}s", d.as_secs_f64())),
     );
-    // the supervisor answered 100000 calls: a few microseconds each, bounded
-    assert!(cpu < Duration::from_secs(20), "{cpu:?}");
+    // The supervisor answered 100000 calls, then none: the bound is the count above, which
+    // the kernel keeps (ENOSYS past it); the CPU it cost is printed, not asserted (a figure of
+    // the machine: about 10 us a call here, far more under emulation).
 
     // The timeout still ends a flood that would go on for long.
     let started = Instant::now();
