@@ -532,6 +532,30 @@ fn output_and_file_size_limits_are_named() {
     ok.none_of("resource");
 }
 
+/// A command that runs out of file descriptors (`[limits] nofile`): bash says `Too many open
+/// files`, and the refusal names the limit with one that would do. Control: under a limit
+/// high enough, the same loop passes and names nothing.
+#[test]
+fn the_open_files_limit_is_named() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-nofile");
+    let repo = f.repo("repo");
+    let opens = "for i in {1..40}; do exec {fd}</dev/null || exit 3; done";
+    let low = ci(&f, "low", |t| limits(t, "nofile", 16.into()));
+    let o = run(&low, &repo, &[], &["bash", "-c", opens]);
+    assert_eq!(o.run.code, Some(3), "{o}");
+    let d = o.denial("resource", "nofile");
+    assert_eq!(d["patch"]["set"], "limit", "{o}");
+    assert_eq!(d["patch"]["value"]["key"], "nofile", "{o}");
+    o.says(&d);
+    let high = ci(&f, "high", |t| limits(t, "nofile", 1024.into()));
+    let ok = run(&high, &repo, &[], &["bash", "-c", opens]);
+    assert_eq!(ok.run.code, Some(0), "{ok}");
+    ok.none_of("resource");
+}
+
 /// A failed run names at most ten refusals, then how many more the report has.
 #[test]
 fn ten_refusals_then_the_count() {
