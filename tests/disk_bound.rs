@@ -92,11 +92,24 @@ struct Outcome {
 }
 
 impl Outcome {
+    /// The report's `limits_hit`; each of them is also named among its denials (a resource
+    /// refusal of that limit).
     fn limits_hit(&self) -> Vec<String> {
-        self.report["results"][0]["limits_hit"]
+        let hit: Vec<String> = self.report["results"][0]["limits_hit"]
             .as_array()
             .map(|a| a.iter().map(|x| x.as_str().unwrap().to_string()).collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let denials = self.report["results"][0]["denials"].as_array();
+        for l in &hit {
+            assert!(
+                denials.is_some_and(|d| d
+                    .iter()
+                    .any(|d| d["kind"] == "resource" && d["sub"] == l.as_str())),
+                "{l} hit but not named among the denials: {:#}",
+                self.report
+            );
+        }
+        hit
     }
 }
 
