@@ -502,7 +502,7 @@ fn bind(p: &Path, b: &Boundary, rw: bool) -> Result<(), String> {
     if rw {
         const SYSTEM: &[&str] = &[
             "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/boot", "/opt", "/proc",
-            "/sys", "/dev", "/run", "/var/lib", "/var/run", "/root",
+            "/sys", "/dev", "/run", "/var/run", "/root",
         ];
         if let Some(s) = SYSTEM.iter().find(|s| p.starts_with(s)) {
             return Err(format!(

@@ -624,7 +624,21 @@ fn a_refused_name_is_named() {
         d["patch"],
         serde_json::json!({"set": "host", "value": name})
     );
-    o.says(&d);
+    // said once on stderr: in the name service's own line (it names the profile), not again
+    // as a refusal line
+    let said: Vec<&str> = o
+        .run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("sandbox-run: ") && l.contains(name))
+        .collect();
+    assert_eq!(said.len(), 1, "{o}");
+    assert!(
+        said[0].starts_with(&format!(
+            "sandbox-run: network: the command looked up {name}"
+        )),
+        "{o}"
+    );
     let filtered = profile(
         &f,
         "filtered",

@@ -226,6 +226,7 @@ impl Runner<'_> {
         // A command that failed after refused lookups is told which host it wanted.
         let filtered = plan.net == crate::profile::NetMode::Filtered;
         let named = crate::net::dns::refusal_line(&finished.dns_refused, &plan.profile, filtered);
+        let names_said = named.is_some() && result.exit_code != 0;
         if let Some(line) = named.filter(|_| result.exit_code != 0) {
             eprintln!("{line}");
         }
@@ -246,19 +247,25 @@ impl Runner<'_> {
             }
         }
         // Every refusal named: all of them with -v (but the refused calls, which the
-        // supervisor said as they came), else the first ones when it failed.
+        // supervisor said as they came), else the first ones when it failed. The names the
+        // name service refused were said in one line above, with the profile: not again.
+        let unsaid = |r: &&crate::denials::Refusal| {
+            !(names_said && r.kind == crate::denials::Kind::Network && r.sub == "dns")
+        };
         if self.verbose > 0 {
             let later: Vec<_> = result
                 .denials
                 .iter()
                 .filter(|r| r.kind != crate::denials::Kind::Syscall)
+                .filter(unsaid)
                 .cloned()
                 .collect();
             for line in crate::denials::stderr_lines(&later, usize::MAX) {
                 eprintln!("{line}");
             }
         } else if !result.ok {
-            for line in crate::denials::stderr_lines(&result.denials, STDERR_REFUSALS) {
+            let first: Vec<_> = result.denials.iter().filter(unsaid).cloned().collect();
+            for line in crate::denials::stderr_lines(&first, STDERR_REFUSALS) {
                 eprintln!("{line}");
             }
         }

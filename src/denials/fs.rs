@@ -43,7 +43,7 @@ pub struct View<'a> {
 /// System directories: shared with the host read-only, never written by a sandbox.
 const SYSTEM: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
-    "/sys", "/dev", "/run", "/var/lib",
+    "/sys", "/dev", "/run",
 ];
 
 /// The sandbox's own kernel filesystems: what the command sees there is not the host's.
