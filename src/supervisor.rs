@@ -501,35 +501,14 @@ pub fn run(
                 // every process of the filter is gone
                 l.close();
             } else if at_listener.is_some_and(|i| ready[i]) {
-                l.serve(&mut |line| {
-                    let mut own;
-                    let err = match &mut sinks[1] {
-                        Some(err) => err,
-                        None => {
-                            own = Sink::open(2);
-                            &mut own
-                        }
-                    };
-                    err.say(&line);
-                    err.flush();
-                });
+                l.serve(&mut |line| say_now(&mut sinks, &line));
             }
         }
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
             let net_watch =
                 channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
-                    // never waiting for the caller, here in the loop
-                    let mut own;
-                    let err = match &mut sinks[1] {
-                        Some(err) => err,
-                        None => {
-                            own = Sink::open(2);
-                            &mut own
-                        }
-                    };
-                    err.say(&line);
-                    err.flush();
+                    say_now(&mut sinks, &line)
                 });
             match net.notified.take() {
                 Some(Some(fd)) => {
@@ -813,6 +792,21 @@ pub fn run(
     f.err = err.tail.buf.into();
     f.duration = started.elapsed();
     Ok(f)
+}
+
+/// A line of sandbox-run's own on its stderr from the loop, never waiting for the caller:
+/// through the stderr sink when the command's stderr has one, else a sink of its own.
+fn say_now(sinks: &mut [Option<Sink>; 2], line: &str) {
+    let mut own;
+    let err = match &mut sinks[1] {
+        Some(err) => err,
+        None => {
+            own = Sink::open(2);
+            &mut own
+        }
+    };
+    err.say(line);
+    err.flush();
 }
 
 /// The end of a run's output: read the command's pipes to their end and pass on what the

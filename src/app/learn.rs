@@ -208,16 +208,9 @@ fn refuse_writable(out: &Path, repo: &Path, base: &crate::profile::Profile) -> R
     // The repo, and sandbox-run's state directory (the kept homes, bound read-write by
     // `--home persist`).
     let mut places = vec![(repo.to_path_buf(), "the repo".to_string())];
-    let me = nix::unistd::geteuid().as_raw();
-    if let Ok((base, below)) = crate::state::location(
-        me,
-        me,
-        |k| std::env::var(k).ok(),
-        crate::state::passwd_home(me),
-        "learn",
-    ) {
+    if let Some(dir) = super::resolve::state_dir("learn") {
         places.push((
-            below.iter().fold(base, |d, c| d.join(c)),
+            dir,
             "sandbox-run's state directory (kept homes)".to_string(),
         ));
     }

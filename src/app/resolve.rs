@@ -151,21 +151,28 @@ fn step_writable() -> crate::profile::Places {
             }
         }
     }
-    let me = nix::unistd::geteuid().as_raw();
-    if let Ok((base, below)) = crate::state::location(
-        me,
-        me,
-        |k| std::env::var(k).ok(),
-        crate::state::passwd_home(me),
-        "profile",
-    ) {
-        let dir = below.iter().fold(base, |d, c| d.join(c));
+    if let Some(dir) = state_dir("profile") {
         out.push((
             dir,
             "sandbox-run's state directory (kept homes, run directories)".into(),
         ));
     }
     out
+}
+
+/// sandbox-run's state directory of the caller (kept homes, run directories), which sandboxed
+/// commands can write; `what` names the step asking, for the error text of `state::location`.
+pub(super) fn state_dir(what: &str) -> Option<std::path::PathBuf> {
+    let me = nix::unistd::geteuid().as_raw();
+    let (base, below) = crate::state::location(
+        me,
+        me,
+        |k| std::env::var(k).ok(),
+        crate::state::passwd_home(me),
+        what,
+    )
+    .ok()?;
+    Some(below.iter().fold(base, |d, c| d.join(c)))
 }
 
 /// The profile, with the layers the caller waived by `--without` made best-effort.

@@ -425,7 +425,7 @@ pub const RLIMIT_FSIZE: u32 = 1; // the same on every Linux architecture
 
 /// The calls that take a file mode, with the index of the mode argument. The mode is a
 /// `umode_t` (16 bits): only its low bits count, so the check masks the low 32-bit word.
-fn mode_calls() -> Vec<(i64, u32)> {
+pub(crate) fn mode_calls() -> Vec<(i64, u32)> {
     #[allow(unused_mut)]
     let mut v = vec![
         (libc::SYS_fchmod, 1),
@@ -446,7 +446,7 @@ fn mode_calls() -> Vec<(i64, u32)> {
 
 /// The calls that create a file only with [`O_CREATE_BITS`] in their flags: the number, the
 /// index of the flags argument and that of the mode argument.
-fn open_calls() -> Vec<(i64, u32, u32)> {
+pub(crate) fn open_calls() -> Vec<(i64, u32, u32)> {
     #[allow(unused_mut)]
     let mut v = vec![(libc::SYS_openat, 2, 3)];
     #[cfg(target_arch = "x86_64")]

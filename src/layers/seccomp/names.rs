@@ -495,25 +495,19 @@ fn nr_is_open(nr: i64) -> bool {
     nr == libc::SYS_openat
 }
 
-/// The index of the mode argument of a call that takes one (open(at): only when it creates).
+/// The index of the mode argument of a call that takes one (open(at): only when it creates):
+/// the policy's own tables ([`bpf::mode_calls`], [`bpf::open_calls`]).
 fn mode_arg(nr: i64) -> Option<usize> {
-    let mut v: Vec<(i64, usize)> = vec![
-        (libc::SYS_fchmod, 1),
-        (libc::SYS_fchmodat, 2),
-        (bpf::SYS_FCHMODAT2, 2),
-        (libc::SYS_mkdirat, 2),
-        (libc::SYS_mknodat, 2),
-        (libc::SYS_openat, 3),
-    ];
-    #[cfg(target_arch = "x86_64")]
-    v.extend([
-        (libc::SYS_chmod, 1),
-        (libc::SYS_creat, 1),
-        (libc::SYS_mkdir, 1),
-        (libc::SYS_mknod, 1),
-        (libc::SYS_open, 2),
-    ]);
-    v.into_iter().find(|(n, _)| *n == nr).map(|(_, i)| i)
+    bpf::mode_calls()
+        .into_iter()
+        .find(|(n, _)| *n == nr)
+        .map(|(_, i)| i as usize)
+        .or_else(|| {
+            bpf::open_calls()
+                .into_iter()
+                .find(|(n, _, _)| *n == nr)
+                .map(|(_, _, i)| i as usize)
+        })
 }
 
 #[cfg(test)]
