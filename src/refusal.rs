@@ -154,8 +154,10 @@ impl Refusals {
 pub enum Access {
     /// open for reading, stat, access, readlink, list a directory
     Read,
-    /// open for writing, truncate
+    /// open for writing
     Write,
+    /// truncate (`truncate(2)`, `ftruncate`): its own landlock right since ABI 3
+    Truncate,
     /// create, mkdir, mknod, link, symlink, rename into, unlink, rmdir
     Create,
     /// execve
@@ -171,6 +173,7 @@ impl Access {
         match self {
             Access::Read => "read",
             Access::Write => "write",
+            Access::Truncate => "truncate",
             Access::Create => "create",
             Access::Exec => "exec",
             Access::Ioctl => "ioctl",
