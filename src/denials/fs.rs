@@ -380,7 +380,7 @@ fn device_ioctl(view: &View, seen: &PathSeen) -> Option<PathSeen> {
     let l = view.landlock?;
     let refused_open = seen.errno == Some(libc::EACCES)
         && matches!(seen.access, Access::Read | Access::Write)
-        && l.devices.iter().any(|d| *d == seen.path)
+        && l.devices.contains(&seen.path)
         && !landlock_allows(l, &seen.path, Access::Ioctl);
     refused_open.then(|| PathSeen {
         access: Access::Ioctl,
