@@ -166,6 +166,8 @@ pub enum Access {
     Ioctl,
     /// connect or bind a unix socket at this path
     Socket,
+    /// bind a unix socket at this path (creates its file: landlock's MAKE_SOCK)
+    Bind,
 }
 
 impl Access {
@@ -178,6 +180,7 @@ impl Access {
             Access::Exec => "exec",
             Access::Ioctl => "ioctl",
             Access::Socket => "unix socket",
+            Access::Bind => "unix socket bind",
         }
     }
 }

@@ -457,9 +457,9 @@ fn a_unix_socket_bind_outside_landlock_names_its_directory() {
     }
     let script = perl_bind(&sock);
     let p = ci(&f, |s| degraded(s).extra_ro(&dir));
-    let what = format!("{} (unix socket)", sock.display());
+    let what = format!("{} (unix socket bind)", sock.display());
     refused(host, &p, &repo, &["--observe"], &sh(&script), &what, |d| {
-        assert_eq!(d["rule"], "outside landlock's unix socket rules");
+        assert_eq!(d["rule"], "outside landlock's unix socket bind rules");
         fix_is(d, "extra_rw", &dir);
     });
     assert!(!sock.exists());

@@ -59,8 +59,12 @@ pub fn classify(
     seen: &PathSeen,
     host: &dyn Fn(&Path) -> Option<HostEntry>,
 ) -> Option<Refusal> {
-    if seen.access == Access::Socket && seen.path.as_os_str().as_encoded_bytes().starts_with(b"@") {
-        return abstract_socket(view, seen, host);
+    if seen.path.as_os_str().as_encoded_bytes().starts_with(b"@") {
+        // an abstract name: only a connect can be refused (by landlock's scope)
+        return match seen.access {
+            Access::Socket => abstract_socket(view, seen, host),
+            _ => None,
+        };
     }
     if !seen.path.is_absolute() || matches!(seen.errno, Some(libc::EMFILE | libc::EFBIG)) {
         return None;
@@ -90,11 +94,8 @@ pub fn classify(
     };
     let path = &seen.path;
     // Binding a unix socket creates its file: judged, like a create, by the directory it
-    // goes in (a socket of the host that is there is connected to, judged by itself).
-    let creates = seen.access == Access::Create
-        || (seen.access == Access::Socket
-            && path.parent().is_some_and(|d| host(d).is_some())
-            && host(path).is_none());
+    // goes in.
+    let creates = matches!(seen.access, Access::Create | Access::Bind);
     // What must exist on the host for this to be a refusal: the path, or for a create, the
     // directory it goes in.
     let probe: &Path = match creates {
@@ -400,8 +401,9 @@ fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
                 || under(&l.devices)
                 || under(&l.tty_devices)
         }
-        // A socket: binding one needs MAKE_SOCK, given with the read-write trees only.
-        Access::Write | Access::Create | Access::Socket | Access::Truncate => {
+        // Binding a socket needs MAKE_SOCK, given with the read-write trees only (a connect
+        // is not landlock's, a host socket's refusal is judged by the view).
+        Access::Write | Access::Create | Access::Socket | Access::Bind | Access::Truncate => {
             under(&l.read_write)
                 || (matches!(access, Access::Write | Access::Truncate)
                     && (under(&l.devices) || under(&l.tty_devices)))
@@ -719,7 +721,10 @@ mod tests {
         assert_eq!(w.patch, Some(Patch::ExtraRw("/srv/data".into())));
         assert_eq!(f("/srv/data", Truncate, None).unwrap(), "landlock");
         assert_eq!(f("/repo/x", Truncate, None), None);
-        let b = classify(&flat, &seen("/srv/sock", Socket, None), &host).unwrap();
+        let b = classify(&flat, &seen("/srv/sock", Bind, None), &host).unwrap();
+        assert_eq!(b.what, "/srv/sock (unix socket bind)");
+        // a connect to a socket that is not there fails the same outside
+        assert_eq!(f("/srv/sock", Socket, None), None);
         assert_eq!(
             (b.sub.as_str(), b.patch),
             ("landlock", Some(Patch::ExtraRw("/srv".into())))

@@ -159,7 +159,11 @@ impl Listener {
         let nr = i64::from(d.nr);
         let sockaddr: super::bpf::PathArgs = &[(1, None)];
         let (args, access) = if super::bpf::socket_path_calls().contains(&nr) {
-            (sockaddr, Access::Socket)
+            let access = match nr {
+                libc::SYS_bind => Access::Bind,
+                _ => Access::Socket,
+            };
+            (sockaddr, access)
         } else {
             match super::bpf::path_calls().into_iter().find(|(c, _)| *c == nr) {
                 Some((_, args)) => (args, access(nr, &d.args)),
@@ -168,7 +172,7 @@ impl Listener {
         };
         for &(arg, dirfd) in args {
             let addr = d.args[arg as usize];
-            let raw = if access == Access::Socket {
+            let raw = if matches!(access, Access::Socket | Access::Bind) {
                 unix_path(n.pid, addr, d.args[2])
             } else {
                 read_string(n.pid, addr)
@@ -186,7 +190,8 @@ impl Listener {
             let path = PathBuf::from(
                 <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(raw),
             );
-            let abstract_name = access == Access::Socket && raw_is_abstract(&path);
+            let abstract_name =
+                matches!(access, Access::Socket | Access::Bind) && raw_is_abstract(&path);
             let path = if path.is_absolute() || abstract_name {
                 path
             } else {
