@@ -47,6 +47,7 @@ pub fn collect(
     }
     let view = fs::View {
         namespaces: plan.namespaces,
+        host_netns: crate::plan::port_rules_apply(plan.namespaces, plan.net),
         mounts: &plan.mounts,
         landlock: plan.landlock.as_ref(),
         homes,

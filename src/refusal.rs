@@ -154,8 +154,10 @@ impl Refusals {
 pub enum Access {
     /// open for reading, stat, access, readlink, list a directory
     Read,
-    /// open for writing, truncate
+    /// open for writing
     Write,
+    /// truncate (`truncate(2)`, `ftruncate`): its own landlock right since ABI 3
+    Truncate,
     /// create, mkdir, mknod, link, symlink, rename into, unlink, rmdir
     Create,
     /// execve
@@ -164,6 +166,8 @@ pub enum Access {
     Ioctl,
     /// connect or bind a unix socket at this path
     Socket,
+    /// bind a unix socket at this path (creates its file: landlock's MAKE_SOCK)
+    Bind,
 }
 
 impl Access {
@@ -171,10 +175,12 @@ impl Access {
         match self {
             Access::Read => "read",
             Access::Write => "write",
+            Access::Truncate => "truncate",
             Access::Create => "create",
             Access::Exec => "exec",
             Access::Ioctl => "ioctl",
             Access::Socket => "unix socket",
+            Access::Bind => "unix socket bind",
         }
     }
 }

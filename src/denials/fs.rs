@@ -32,6 +32,9 @@ pub struct HostEntry {
 pub struct View<'a> {
     /// `false`: no new root, the command saw the host's tree (landlock alone confines it).
     pub namespaces: bool,
+    /// The command shared the host's network namespace (`--net host`, or no namespaces):
+    /// the host's abstract unix sockets were in its reach but for landlock's scope.
+    pub host_netns: bool,
     pub mounts: &'a [Op],
     pub landlock: Option<&'a Spec>,
     /// Every home directory on the host (the caller's, root's, the users').
@@ -56,11 +59,43 @@ pub fn classify(
     seen: &PathSeen,
     host: &dyn Fn(&Path) -> Option<HostEntry>,
 ) -> Option<Refusal> {
-    let path = &seen.path;
-    if !path.is_absolute() || matches!(seen.errno, Some(libc::EMFILE | libc::EFBIG)) {
+    if seen.path.as_os_str().as_encoded_bytes().starts_with(b"@") {
+        // an abstract name: only a connect can be refused (by landlock's scope)
+        return match seen.access {
+            Access::Socket => abstract_socket(view, seen, host),
+            _ => None,
+        };
+    }
+    if !seen.path.is_absolute() || matches!(seen.errno, Some(libc::EMFILE | libc::EFBIG)) {
         return None;
     }
-    let creates = seen.access == Access::Create;
+    let ioctl;
+    let seen = match device_ioctl(view, seen) {
+        Some(s) => {
+            ioctl = s;
+            &ioctl
+        }
+        None => seen,
+    };
+    // A shell's `cannot create` names an existing file it opened to overwrite: a write of it.
+    let overwrite;
+    let seen = match seen.access == Access::Create
+        && seen.errno != Some(libc::EROFS)
+        && host(&seen.path).is_some_and(|e| e.plain)
+    {
+        true => {
+            overwrite = PathSeen {
+                access: Access::Write,
+                ..seen.clone()
+            };
+            &overwrite
+        }
+        false => seen,
+    };
+    let path = &seen.path;
+    // Binding a unix socket creates its file: judged, like a create, by the directory it
+    // goes in.
+    let creates = matches!(seen.access, Access::Create | Access::Bind);
     // What must exist on the host for this to be a refusal: the path, or for a create, the
     // directory it goes in.
     let probe: &Path = match creates {
@@ -110,7 +145,7 @@ pub fn classify(
             shows_host(op) || op.dst() == *path || matches!(op, Op::Proc { .. } | Op::Dev { .. })
         });
     let errno = seen.errno;
-    let writes = matches!(seen.access, Access::Write | Access::Create);
+    let writes = creates || matches!(seen.access, Access::Write | Access::Truncate);
     let sub = if !visible {
         match errno {
             None | Some(libc::ENOENT) | Some(libc::EACCES) => "hidden",
@@ -132,7 +167,7 @@ pub fn classify(
         true => probe.to_path_buf(),
         false => path.clone(),
     };
-    let never = never_why(view, &target, entry, op, sub, writes);
+    let never = never_why(view, seen, &target, entry, op, sub, writes);
     // Under /sys the profile's own list binds it (`[filesystem] sys`).
     if sub == "hidden" && never.is_none() && !writes && target.starts_with("/sys") {
         return Some(Refusal {
@@ -225,12 +260,19 @@ fn dev_pts(seen: &PathSeen) -> Refusal {
 /// Why no profile may allow it, if so.
 fn never_why(
     view: &View,
+    seen: &PathSeen,
     target: &Path,
     entry: HostEntry,
     op: Option<&Op>,
     sub: &str,
     writes: bool,
 ) -> Option<String> {
+    if sub == "landlock" && seen.access == Access::Ioctl {
+        return Some(
+            "landlock allows ioctl only on the sandbox's terminals (/dev/tty, /dev/pts); its other devices are only read and written"
+                .into(),
+        );
+    }
     if sub == "landlock" && OWN.iter().any(|d| target.starts_with(d)) {
         return Some(format!(
             "the sandbox's own {} is read-only to the command",
@@ -301,6 +343,52 @@ fn covers_on_purpose(op: &Op) -> bool {
     }
 }
 
+/// A connect or bind to an abstract unix socket (`@name`, as `ss` and `/proc/net/unix`
+/// write it), seen by `--observe`. Landlock's scope (ABI 6) refuses a connect to a listener
+/// outside the sandbox; the listener's side is not seen, but every process of the sandbox is
+/// gone after the run, so a name still bound on the host then (`host`) is an outside
+/// listener's. With a network namespace of its own the host's names were never in reach
+/// (not a landlock refusal), and without the scope nothing was refused.
+fn abstract_socket(
+    view: &View,
+    seen: &PathSeen,
+    host: &dyn Fn(&Path) -> Option<HostEntry>,
+) -> Option<Refusal> {
+    let scoped = view.landlock.is_some_and(|l| l.scope);
+    if !scoped || !view.host_netns || !matches!(seen.errno, None | Some(libc::EPERM)) {
+        return None;
+    }
+    host(&seen.path)?;
+    Some(Refusal {
+        kind: Kind::Filesystem,
+        sub: "landlock".into(),
+        what: format!(
+            "{} ({})",
+            crate::visible::path(&seen.path),
+            seen.access.as_str()
+        ),
+        rule: "outside landlock's scope: an abstract unix socket of a process outside the sandbox".into(),
+        fix: "never: abstract unix sockets are scoped to the sandbox; share a socket file in a directory given by extra_rw instead".into(),
+        patch: None,
+        count: seen.count.max(1),
+    })
+}
+
+/// A device landlock lets the command open for reading and writing but gives no ioctl on,
+/// that refused it `EACCES` (the sandbox's devices are mode 0666, so the permission bits did
+/// not): what was refused is an ioctl on it (`stty -F /dev/null` gets `ENOTTY` outside).
+fn device_ioctl(view: &View, seen: &PathSeen) -> Option<PathSeen> {
+    let l = view.landlock?;
+    let refused_open = seen.errno == Some(libc::EACCES)
+        && matches!(seen.access, Access::Read | Access::Write)
+        && l.devices.contains(&seen.path)
+        && !landlock_allows(l, &seen.path, Access::Ioctl);
+    refused_open.then(|| PathSeen {
+        access: Access::Ioctl,
+        ..seen.clone()
+    })
+}
+
 /// Do the landlock rules give `access` on `path`?
 fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
     let under = |v: &[PathBuf]| v.iter().any(|d| path.starts_with(d));
@@ -313,9 +401,12 @@ fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
                 || under(&l.devices)
                 || under(&l.tty_devices)
         }
-        Access::Write | Access::Create | Access::Socket => {
+        // Binding a socket needs MAKE_SOCK, given with the read-write trees only (a connect
+        // is not landlock's, a host socket's refusal is judged by the view).
+        Access::Write | Access::Create | Access::Socket | Access::Bind | Access::Truncate => {
             under(&l.read_write)
-                || (access == Access::Write && (under(&l.devices) || under(&l.tty_devices)))
+                || (matches!(access, Access::Write | Access::Truncate)
+                    && (under(&l.devices) || under(&l.tty_devices)))
         }
         Access::Ioctl => under(&l.tty_devices),
     }
@@ -326,6 +417,12 @@ fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
 /// caller for an answer. Called after the run only.
 pub fn host_entry(path: &Path) -> Option<HostEntry> {
     use std::os::unix::ffi::OsStrExt;
+    if path.as_os_str().as_bytes().starts_with(b"@") {
+        return abstract_bound(path.as_os_str().as_bytes()).then_some(HostEntry {
+            plain: false,
+            world_readable: true,
+        });
+    }
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: an all-zero statx is a valid value of this plain C struct.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
@@ -348,6 +445,20 @@ pub fn host_entry(path: &Path) -> Option<HostEntry> {
         plain: fmt == libc::S_IFREG || fmt == libc::S_IFDIR,
         world_readable: u32::from(st.stx_mode) & 0o004 != 0,
     })
+}
+
+/// Is the abstract unix socket `@name` bound in the caller's network namespace? Read from
+/// `/proc/self/net/unix` (its last column is the name, `@` first for an abstract one; a
+/// name with a space or newline does not match, and is then not named), line by line.
+fn abstract_bound(name: &[u8]) -> bool {
+    use std::io::BufRead;
+    let Ok(f) = std::fs::File::open("/proc/self/net/unix") else {
+        return false;
+    };
+    std::io::BufReader::new(f)
+        .split(b'\n')
+        .map_while(Result::ok)
+        .any(|l| l.rsplit(|b| *b == b' ').next() == Some(name))
 }
 
 #[cfg(test)]
@@ -383,7 +494,7 @@ mod tests {
                 world_readable: false,
                 ..plain
             }),
-            "/run/docker.sock" => Some(HostEntry {
+            "/run/docker.sock" | "@outside" => Some(HostEntry {
                 plain: false,
                 world_readable: true,
             }),
@@ -461,6 +572,7 @@ mod tests {
         let homes = vec![PathBuf::from("/root"), PathBuf::from("/home/u")];
         let view = View {
             namespaces: true,
+            host_netns: false,
             mounts: &mounts,
             landlock: Some(&spec),
             homes: &homes,
@@ -601,5 +713,85 @@ mod tests {
         };
         assert_eq!(f("/srv/data", Read, Some(EACCES)).unwrap(), "landlock");
         assert_eq!(f("/etc/hosts.extra", Read, Some(ENOENT)), None);
+        // without namespaces: an overwrite (`cannot create` of a file there) is a write of
+        // the file; a truncate needs the read-write rules; a socket bound where nothing is
+        // yet names the directory it goes in
+        let w = classify(&flat, &seen("/srv/data", Create, Some(EACCES)), &host).unwrap();
+        assert_eq!(w.what, "/srv/data (write)");
+        assert_eq!(w.patch, Some(Patch::ExtraRw("/srv/data".into())));
+        assert_eq!(f("/srv/data", Truncate, None).unwrap(), "landlock");
+        assert_eq!(f("/repo/x", Truncate, None), None);
+        let b = classify(&flat, &seen("/srv/sock", Bind, None), &host).unwrap();
+        assert_eq!(b.what, "/srv/sock (unix socket bind)");
+        // a connect to a socket that is not there fails the same outside
+        assert_eq!(f("/srv/sock", Socket, None), None);
+        assert_eq!(
+            (b.sub.as_str(), b.patch),
+            ("landlock", Some(Patch::ExtraRw("/srv".into())))
+        );
+        // EACCES on a device landlock gives read and write: an ioctl, never allowed; a
+        // device with ioctl (a terminal) is not named
+        let mut dev_spec = spec.clone();
+        dev_spec.devices = vec!["/dev/null".into()];
+        dev_spec.tty_devices = vec!["/dev/tty".into()];
+        let dv = View {
+            landlock: Some(&dev_spec),
+            mounts: &with_dev,
+            ..view
+        };
+        let dev_host = |p: &Path| {
+            (p == Path::new("/dev/null")).then_some(HostEntry {
+                plain: false,
+                world_readable: true,
+            })
+        };
+        let io = classify(&dv, &seen("/dev/null", Read, Some(EACCES)), &dev_host).unwrap();
+        assert_eq!(io.what, "/dev/null (ioctl)");
+        assert!(
+            io.fix.starts_with("never: ") && io.patch.is_none(),
+            "{io:?}"
+        );
+        assert_eq!(
+            classify(&dv, &seen("/dev/null", Read, Some(ENOENT)), &dev_host),
+            None
+        );
+        // an abstract socket still bound on the host after the run: scoped away, but only
+        // where the host's names were in reach and landlock scopes them
+        let scoped = Spec {
+            scope: true,
+            ..spec.clone()
+        };
+        let shared = View {
+            host_netns: true,
+            landlock: Some(&scoped),
+            ..view
+        };
+        let a = |v: &View, name: &str| classify(v, &seen(name, Socket, None), &host);
+        let r = a(&shared, "@outside").unwrap();
+        assert_eq!(
+            (r.sub.as_str(), r.what.as_str(), r.patch),
+            ("landlock", "@outside (unix socket)", None)
+        );
+        assert_eq!(a(&shared, "@gone"), None);
+        assert_eq!(
+            a(
+                &View {
+                    host_netns: false,
+                    ..shared
+                },
+                "@outside"
+            ),
+            None
+        );
+        assert_eq!(
+            a(
+                &View {
+                    landlock: Some(&spec),
+                    ..shared
+                },
+                "@outside"
+            ),
+            None
+        );
     }
 }

@@ -35,6 +35,10 @@ const CREATE_WORDS: &[&str] = &[
     "EROFS",
 ];
 
+/// Words before a path that say the command meant to truncate it (coreutils' `truncate`
+/// once its file is open: `failed to truncate '/x' at 0 bytes`).
+const TRUNCATE_WORDS: &[&str] = &["failed to truncate", "cannot truncate"];
+
 /// Feeds on stderr bytes, keeps candidates.
 #[derive(Debug, Default)]
 pub struct Scanner {
@@ -138,10 +142,14 @@ pub fn scan_line(line: &str) -> Option<(String, Access, i32)> {
         .filter_map(|(t, e)| lower.find(t).map(|at| (at, *t, *e)))
         .min_by_key(|(at, _, _)| *at)?;
     let creates = CREATE_WORDS.iter().any(|w| line.contains(w));
+    let truncates = TRUNCATE_WORDS.iter().any(|w| lower.contains(w));
     let access = match errno {
         libc::EROFS if creates => Access::Create,
         libc::EROFS => Access::Write,
+        libc::EACCES | libc::EPERM if truncates => Access::Truncate,
         libc::EACCES | libc::EPERM if creates => Access::Create,
+        libc::EACCES | libc::EPERM if lower.contains("for writing") => Access::Write,
+        libc::EACCES if shell_exec(line) => Access::Exec,
         _ => Access::Read,
     };
     let path = quoted(line)
@@ -153,6 +161,21 @@ pub fn scan_line(line: &str) -> Option<(String, Access, i32)> {
         (None, libc::EMFILE | libc::EFBIG) => Some((String::new(), access, errno)),
         (None, _) => None,
     }
+}
+
+/// dash's words when it cannot run a program: `sh: 1: /x/tool: Permission denied` (the
+/// program's name, a line number, the path, nothing else; a redirection says `cannot
+/// create` or `cannot open`). bash prints a failed redirection the same way as a failed
+/// exec, so its lines stay reads.
+fn shell_exec(line: &str) -> bool {
+    let mut parts = line.splitn(4, ": ");
+    let (Some(_prog), Some(n), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && path.starts_with('/')
+        && !path.contains(' ')
 }
 
 /// Does `s` look like a path a program was given (not a URL, not a sentence)?
@@ -194,6 +217,7 @@ fn before(line: &str, at: usize) -> Option<String> {
         "can't open ",
         "cannot access ",
         "cannot stat ",
+        "cannot truncate ",
         "can't cd to ",
         "cd: ",
     ]
@@ -280,6 +304,26 @@ mod tests {
         assert_eq!(
             t("ls: cannot access 'x.txt': No such file or directory"),
             c("x.txt", Read, ENOENT)
+        );
+        assert_eq!(
+            t("sh: 1: /opt/tool/run: Permission denied"),
+            c("/opt/tool/run", Exec, EACCES)
+        );
+        assert_eq!(
+            t("bash: line 1: /opt/tool/run: Permission denied"),
+            c("/opt/tool/run", Read, EACCES)
+        );
+        assert_eq!(
+            t("truncate: failed to truncate '/srv/f' at 0 bytes: Permission denied"),
+            c("/srv/f", Truncate, EACCES)
+        );
+        assert_eq!(
+            t("truncate: cannot open '/srv/f' for writing: Permission denied"),
+            c("/srv/f", Write, EACCES)
+        );
+        assert_eq!(
+            t("stty: /dev/null: Permission denied"),
+            c("/dev/null", Read, EACCES)
         );
         assert_eq!(t("sh: 1: cannot open /x/y: No such file"), None);
         // nothing a path, or no errno text: nothing

@@ -159,7 +159,11 @@ impl Listener {
         let nr = i64::from(d.nr);
         let sockaddr: super::bpf::PathArgs = &[(1, None)];
         let (args, access) = if super::bpf::socket_path_calls().contains(&nr) {
-            (sockaddr, Access::Socket)
+            let access = match nr {
+                libc::SYS_bind => Access::Bind,
+                _ => Access::Socket,
+            };
+            (sockaddr, access)
         } else {
             match super::bpf::path_calls().into_iter().find(|(c, _)| *c == nr) {
                 Some((_, args)) => (args, access(nr, &d.args)),
@@ -168,7 +172,7 @@ impl Listener {
         };
         for &(arg, dirfd) in args {
             let addr = d.args[arg as usize];
-            let raw = if access == Access::Socket {
+            let raw = if matches!(access, Access::Socket | Access::Bind) {
                 unix_path(n.pid, addr, d.args[2])
             } else {
                 read_string(n.pid, addr)
@@ -186,7 +190,9 @@ impl Listener {
             let path = PathBuf::from(
                 <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(raw),
             );
-            let path = if path.is_absolute() {
+            let abstract_name =
+                matches!(access, Access::Socket | Access::Bind) && raw_is_abstract(&path);
+            let path = if path.is_absolute() || abstract_name {
                 path
             } else {
                 let base = match dirfd.map(|i| d.args[i as usize] as i32) {
@@ -282,16 +288,16 @@ fn access(nr: i64, args: &[u64; 6]) -> Access {
         | libc::SYS_renameat2
         | libc::SYS_linkat
         | libc::SYS_symlinkat => Access::Create,
-        libc::SYS_truncate | libc::SYS_fchmodat | libc::SYS_fchownat | libc::SYS_utimensat => {
-            Access::Write
-        }
+        libc::SYS_truncate => Access::Truncate,
+        libc::SYS_fchmodat | libc::SYS_fchownat | libc::SYS_utimensat => Access::Write,
         n if n == super::bpf::SYS_FCHMODAT2 => Access::Write,
         _ => Access::Read,
     }
 }
 
-/// The path of an `AF_UNIX` `sockaddr_un` of `len` bytes at `addr` in process `pid`'s memory
-/// (`None` for another family, an abstract name or an unnamed socket).
+/// The path of an `AF_UNIX` `sockaddr_un` of `len` bytes at `addr` in process `pid`'s memory,
+/// or for an abstract name `@name`, as `ss` writes it (`None` for another family or an
+/// unnamed socket). At most `sun_path`'s 108 bytes.
 fn unix_path(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
     const SUN: usize = std::mem::size_of::<libc::sockaddr_un>();
     let len = usize::try_from(len).ok()?.min(SUN);
@@ -314,8 +320,26 @@ fn unix_path(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
         return None;
     }
     let path = &buf[2..len];
+    if path[0] == 0 {
+        // abstract: every byte of the address counts, NULs too (kept as they are; the line
+        // that shows it escapes them)
+        let mut name = b"@".to_vec();
+        name.extend_from_slice(&path[1..]);
+        return Some(name);
+    }
     let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
-    (end > 0).then(|| path[..end].to_vec())
+    // a relative path that starts with `@` is not an abstract name: `./@x`
+    let dot = if path[0] == b'@' {
+        &b"./"[..]
+    } else {
+        &b""[..]
+    };
+    (end > 0).then(|| [dot, &path[..end]].concat())
+}
+
+/// `@name`, as [`unix_path`] writes an abstract socket's name.
+fn raw_is_abstract(p: &Path) -> bool {
+    p.as_os_str().as_encoded_bytes().starts_with(b"@")
 }
 
 /// A NUL-terminated string at `addr` in process `pid`'s memory, at most [`PATH_MAX`] bytes,
@@ -527,6 +551,26 @@ mod tests {
         assert_eq!(paths[0].count, 2);
     }
 
+    /// A unix address read as `--observe` reads it (here from our own memory): a path, an
+    /// abstract name as `@name`, a relative path that starts with `@` kept apart from one.
+    #[test]
+    fn unix_addresses_are_read_bounded() {
+        let read = |path: &[u8]| {
+            // SAFETY: an all-zero sockaddr_un is valid.
+            let mut sun: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, s) in sun.sun_path.iter_mut().zip(path) {
+                *d = *s as libc::c_char;
+            }
+            let len = 2 + path.len() as u64;
+            unix_path(std::process::id(), &sun as *const _ as u64, len)
+        };
+        assert_eq!(read(b"/tmp/s\0").as_deref(), Some(&b"/tmp/s"[..]));
+        assert_eq!(read(b"\0name").as_deref(), Some(&b"@name"[..]));
+        assert_eq!(read(b"@rel\0").as_deref(), Some(&b"./@rel"[..]));
+        assert_eq!(read(&[b'a'; 200]).map(|v| v.len()), Some(108));
+    }
+
     #[test]
     fn access_from_the_flags() {
         let o = |f: i32| access(libc::SYS_openat, &[0, 0, f as u64, 0, 0, 0]);
@@ -535,5 +579,6 @@ mod tests {
         assert_eq!(o(libc::O_RDWR | libc::O_CREAT), Access::Create);
         assert_eq!(access(libc::SYS_execve, &[0; 6]), Access::Exec);
         assert_eq!(access(libc::SYS_mkdirat, &[0; 6]), Access::Create);
+        assert_eq!(access(libc::SYS_truncate, &[0; 6]), Access::Truncate);
     }
 }
