@@ -28,6 +28,9 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+pub mod live;
+pub use live::{Judge, Live, Seen};
+
 /// Signals sandbox-run relays to the sandbox.
 const RELAYED: &[Signal] = &[
     Signal::SIGINT,
@@ -77,6 +80,9 @@ pub struct Options {
     /// `--stdin`: copied into stage 2's stdin after the plan (the workload's stdin, see
     /// [`Plan::stdin_pipe`]), by a thread, until its end or the sandbox's.
     pub stdin: Option<std::sync::Arc<std::fs::File>>,
+    /// `-v`: the judge of what the run sees, to say each refusal when first seen (`None`
+    /// without `-v`: nothing is judged during the run).
+    pub live: Option<std::sync::Arc<Live>>,
 }
 
 /// A bounded tail of a stream: memory stays flat however much the command prints.
@@ -123,6 +129,9 @@ struct Stream {
     /// The command's error texts: paths it failed on, judged after the run
     /// ([`crate::denials::stderr`]; bounded, and nothing here touches the host).
     scan: Option<crate::denials::stderr::Scanner>,
+    /// `-v`: what `scan` finds is judged as it comes, relative paths against the command's
+    /// working directory.
+    live: Option<(std::sync::Arc<Live>, std::path::PathBuf)>,
 }
 
 impl Stream {
@@ -165,12 +174,30 @@ impl Stream {
                 let n = data.len();
                 let room = usize::try_from(self.cap.saturating_sub(self.passed)).unwrap_or(n);
                 let pass = &data[..n.min(room)];
-                if !pass.is_empty() {
+                let said = self.scan(raw);
+                // Each refusal line right after the command's line that named it, where the
+                // bytes passed are the bytes read (not a terminal's filtered ones) and go to
+                // sandbox-run's stderr; else after them.
+                let split = self.term.is_none() && self.sink == 1;
+                let mut done = 0;
+                for (at, line) in &said {
+                    let cut = if split {
+                        (*at).min(pass.len())
+                    } else {
+                        pass.len()
+                    };
                     if let Some(sink) = &mut sinks[self.sink] {
-                        sink.push(pass);
+                        sink.push(&pass[done..cut.max(done)]);
                     }
-                    self.passed += pass.len() as u64;
+                    done = cut.max(done);
+                    say_now(sinks, line);
                 }
+                if done < pass.len() {
+                    if let Some(sink) = &mut sinks[self.sink] {
+                        sink.push(&pass[done..]);
+                    }
+                }
+                self.passed += pass.len() as u64;
                 if pass.len() < n && !self.capped {
                     self.capped = true;
                     if let Some(err) = &mut sinks[1] {
@@ -182,9 +209,6 @@ impl Stream {
                     }
                 }
                 self.tail.push(raw);
-                if let Some(scan) = &mut self.scan {
-                    scan.feed(raw);
-                }
                 true
             }
             Err(nix::errno::Errno::EINTR) => true,
@@ -194,6 +218,36 @@ impl Stream {
                 false
             }
         }
+    }
+}
+
+impl Stream {
+    /// Feed the error texts' scanner; with `-v`, the refusal lines to say, each with the
+    /// offset in `raw` of the end of the line that named it.
+    fn scan(&mut self, raw: &[u8]) -> Vec<(usize, String)> {
+        let Some(scan) = &mut self.scan else {
+            return Vec::new();
+        };
+        let Some((live, cwd)) = &self.live else {
+            scan.feed(raw);
+            return Vec::new();
+        };
+        let mut said = Vec::new();
+        let mut start = 0;
+        while start < raw.len() {
+            let end = raw[start..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(raw.len(), |i| start + i + 1);
+            scan.feed(&raw[start..end]);
+            for p in scan.fresh(cwd) {
+                if let Some(line) = live.see(Seen::Path(&p)) {
+                    said.push((end, line));
+                }
+            }
+            start = end;
+        }
+        said
     }
 }
 
@@ -369,6 +423,7 @@ pub fn run(
     };
     let (out_pipe, out_term) = relay(child.stdout.take(), 0);
     let (err_pipe, err_term) = relay(child.stderr.take(), 1);
+    let live_paths = o.live.clone().map(|l| (l, plan.cwd.clone()));
     let mut streams = [
         Stream {
             pipe: out_pipe,
@@ -385,6 +440,7 @@ pub fn run(
             // stderr on the same terminal as stdout comes through stdout's pty
             scan: (f.stdio[1] == crate::layers::pty::Given::Pty && err_pipe.is_none())
                 .then(crate::denials::stderr::Scanner::default),
+            live: live_paths.clone(),
         },
         Stream {
             pipe: err_pipe,
@@ -399,6 +455,7 @@ pub fn run(
             capped: false,
             term: err_term,
             scan: Some(crate::denials::stderr::Scanner::default()),
+            live: live_paths,
         },
     ];
     // Our read ends: read as far as there is data, never waiting (see `Stream::pump`).
@@ -423,8 +480,21 @@ pub fn run(
     // The seccomp listener is still to come on the channel.
     let mut notify_pending = notify;
     let mut listener: Option<crate::layers::seccomp::notify::Listener> = None;
+    // How many of the listener's paths `-v` has judged.
+    let mut observed = 0;
     let mut early = Vec::new();
-    let mut net = Served::default();
+    let mut net = Served {
+        // -v: the proxy's and the name service's refusals said from their threads, as they
+        // come.
+        on_denied: o.live.clone().map(|live| {
+            crate::net::OnDenied(std::sync::Arc::new(move |d| {
+                if let Some(line) = live.see(Seen::Net(d)) {
+                    crate::sink::line(line.trim_end_matches('\n'));
+                }
+            }))
+        }),
+        ..Served::default()
+    };
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut hand_over_until: Option<Instant> = None;
@@ -502,6 +572,16 @@ pub fn run(
                 l.close();
             } else if at_listener.is_some_and(|i| ready[i]) {
                 l.serve(&mut |line| say_now(&mut sinks, &line));
+                // -v: the lookups `--observe` noted, judged before the command sees its
+                // next output passed on.
+                if let Some(live) = &o.live {
+                    for p in &l.paths()[observed..] {
+                        if let Some(line) = live.see(Seen::Path(p)) {
+                            say_now(&mut sinks, &line);
+                        }
+                    }
+                    observed = l.paths().len();
+                }
             }
         }
         if watch_channel && ready[ready.len() - 1] {
@@ -923,6 +1003,8 @@ struct Served {
     /// The workload's word on the seccomp listener, taken by the loop: `Some(Some(fd))` the
     /// listener, `Some(None)` none (the kernel refused one).
     notified: Option<Option<OwnedFd>>,
+    /// `-v`: told each refusal of the proxy and the name service.
+    on_denied: Option<crate::net::OnDenied>,
 }
 
 /// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy
@@ -939,6 +1021,7 @@ fn channel_records(
     mut say: impl FnMut(String),
 ) -> bool {
     let proxy = &mut served.proxy;
+    let on_denied = served.on_denied.clone();
     loop {
         match channel::recv(rec.as_raw_fd()) {
             Some((Record::Forward { index }, Some(fd))) => served.forwards.push((index, fd)),
@@ -948,7 +1031,10 @@ fn channel_records(
                     _ => Ok(Default::default()),
                 };
                 let started = allow.and_then(|allow| {
-                    let config = crate::net::dns::Config { allow };
+                    let config = crate::net::dns::Config {
+                        allow,
+                        on_denied: on_denied.clone(),
+                    };
                     crate::net::dns::NameService::start(std::net::UdpSocket::from(fd), config)
                         .map_err(|e| e.to_string())
                 });
@@ -970,6 +1056,7 @@ fn channel_records(
                             warn: true,
                             secrets: plan.secret_set.clone(),
                             extra_roots: plan.ca_certs.iter().map(|s| s.path.clone()).collect(),
+                            on_denied: on_denied.clone(),
                         }
                     });
                 let started = config.and_then(|c| {
