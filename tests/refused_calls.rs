@@ -384,13 +384,19 @@ fn observe_names_a_hidden_file_when_looked_up() {
     }
     let f = Fixture::new("observe-live");
     let repo = f.repo("repo");
-    // not beside the repo (a lookup there may be a tool's probe for its config: not judged)
-    let file = std::path::PathBuf::from(format!(
-        "/var/tmp/sandbox-run-observe-live-{}",
-        std::process::id()
-    ));
-    std::fs::write(&file, "x\n").unwrap();
-    let _gone = Remove(file.clone());
+    // A host file the sandbox does not show, and not beside the repo (a lookup there may be a
+    // tool's probe for its config, not judged): one of the host's own in /etc.
+    let Some(file) = ["/etc/fstab", "/etc/issue", "/etc/debian_version"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+    else {
+        skip(
+            "observe-live",
+            "the host has none of /etc/fstab, /etc/issue",
+        );
+        return;
+    };
     let p = f.profile(&Spec::default());
     let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(&file)]);
     r.assert_errno(&[libc::ENOENT]);
@@ -402,7 +408,7 @@ fn observe_names_a_hidden_file_when_looked_up() {
     assert_eq!(d["what"], what.as_str(), "{r}");
     let head = format!("sandbox-run: refused filesystem hidden: {what}");
     assert_eq!(said(&r, &head), 1, "-v did not say it once:\n{r}");
-    let gone = file.with_extension("gone");
+    let gone = Path::new("/etc/sandbox-run-no-such-file");
     let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(&gone)]);
     r.assert_errno(&[libc::ENOENT]);
     assert!(
@@ -410,15 +416,6 @@ fn observe_names_a_hidden_file_when_looked_up() {
         "{r}"
     );
     assert!(!r.run.stderr.contains("refused filesystem"), "{r}");
-}
-
-/// Removes a file of the test's outside its fixture when dropped.
-struct Remove(std::path::PathBuf);
-
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 fn path(p: &Path) -> &str {
