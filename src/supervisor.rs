@@ -180,7 +180,7 @@ impl Stream {
                 // sandbox-run's stderr; else after them.
                 let split = self.term.is_none() && self.sink == 1;
                 let mut done = 0;
-                for (at, line) in &said {
+                for (at, s) in &said {
                     let cut = if split {
                         (*at).min(pass.len())
                     } else {
@@ -190,7 +190,12 @@ impl Stream {
                         sink.push(&pass[done..cut.max(done)]);
                     }
                     done = cut.max(done);
-                    say_now(sinks, line);
+                    if !say_now(sinks, &s.line) {
+                        // no room now: said at the end
+                        if let Some((live, _)) = &self.live {
+                            live.lost(s);
+                        }
+                    }
                 }
                 if done < pass.len() {
                     if let Some(sink) = &mut sinks[self.sink] {
@@ -224,7 +229,7 @@ impl Stream {
 impl Stream {
     /// Feed the error texts' scanner; with `-v`, the refusal lines to say, each with the
     /// offset in `raw` of the end of the line that named it.
-    fn scan(&mut self, raw: &[u8]) -> Vec<(usize, String)> {
+    fn scan(&mut self, raw: &[u8]) -> Vec<(usize, live::Said)> {
         let Some(scan) = &mut self.scan else {
             return Vec::new();
         };
@@ -241,8 +246,8 @@ impl Stream {
                 .map_or(raw.len(), |i| start + i + 1);
             scan.feed(&raw[start..end]);
             for p in scan.fresh(cwd) {
-                if let Some(line) = live.see(Seen::Path(&p)) {
-                    said.push((end, line));
+                if let Some(s) = live.see(Seen::Path(&p)) {
+                    said.push((end, s));
                 }
             }
             start = end;
@@ -488,9 +493,9 @@ pub fn run(
         // come.
         on_denied: o.live.clone().map(|live| {
             crate::net::OnDenied(std::sync::Arc::new(move |d| {
-                if let Some(line) = live.see(Seen::Net(d)) {
-                    crate::sink::line(line.trim_end_matches('\n'));
-                }
+                live.say(Seen::Net(d), |line| {
+                    crate::sink::line(line.trim_end_matches('\n'))
+                });
             }))
         }),
         ..Served::default()
@@ -571,14 +576,14 @@ pub fn run(
                 // every process of the filter is gone
                 l.close();
             } else if at_listener.is_some_and(|i| ready[i]) {
-                l.serve(&mut |line| say_now(&mut sinks, &line));
+                l.serve(&mut |line| {
+                    say_now(&mut sinks, &line);
+                });
                 // -v: the lookups `--observe` noted, judged before the command sees its
                 // next output passed on.
                 if let Some(live) = &o.live {
                     for p in &l.paths()[observed..] {
-                        if let Some(line) = live.see(Seen::Path(p)) {
-                            say_now(&mut sinks, &line);
-                        }
+                        live.say(Seen::Path(p), |line| say_now(&mut sinks, line));
                     }
                     observed = l.paths().len();
                 }
@@ -588,7 +593,7 @@ pub fn run(
             let was_handing = f.handing;
             let net_watch =
                 channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
-                    say_now(&mut sinks, &line)
+                    say_now(&mut sinks, &line);
                 });
             match net.notified.take() {
                 Some(Some(fd)) => {
@@ -793,9 +798,9 @@ pub fn run(
         err.give_up();
     } else {
         // No stream went to sandbox-run's stderr (it and stdout share the command's pty).
-        lines
-            .iter()
-            .for_each(|l| crate::sink::line(l.trim_end_matches('\n')));
+        lines.iter().for_each(|l| {
+            crate::sink::line(l.trim_end_matches('\n'));
+        });
     }
     if seqpacket {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
@@ -876,17 +881,20 @@ pub fn run(
 
 /// A line of sandbox-run's own on its stderr from the loop, never waiting for the caller:
 /// through the stderr sink when the command's stderr has one, else a sink of its own.
-fn say_now(sinks: &mut [Option<Sink>; 2], line: &str) {
+/// Whether it was taken.
+fn say_now(sinks: &mut [Option<Sink>; 2], line: &str) -> bool {
     let mut own;
-    let err = match &mut sinks[1] {
-        Some(err) => err,
+    let (err, mine) = match &mut sinks[1] {
+        Some(err) => (err, false),
         None => {
             own = Sink::open(2);
-            &mut own
+            (&mut own, true)
         }
     };
-    err.say(line);
+    let taken = err.say(line);
     err.flush();
+    // a sink of its own loses what it still holds when it goes
+    taken && !(mine && err.waiting().is_some())
 }
 
 /// The end of a run's output: read the command's pipes to their end and pass on what the

@@ -29,11 +29,18 @@ type Key = (Kind, String, String);
 
 pub struct Live {
     judge: Judge,
-    said: Mutex<Said>,
+    said: Mutex<SaidSet>,
+}
+
+/// A line to say, and the refusal it says.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Said {
+    key: Option<Key>,
+    pub line: String,
 }
 
 #[derive(Default)]
-struct Said {
+struct SaidSet {
     keys: HashSet<Key>,
     /// [`SAID_MAX`] reached: nothing more is said live.
     full: bool,
@@ -49,13 +56,14 @@ impl Live {
     pub fn new(judge: Judge) -> Live {
         Live {
             judge,
-            said: Mutex::new(Said::default()),
+            said: Mutex::new(SaidSet::default()),
         }
     }
 
     /// The line to say now for `seen` (with its newline): a refusal not said yet. Past
-    /// [`SAID_MAX`], once, the line that says the rest come at the end.
-    pub fn see(&self, seen: Seen) -> Option<String> {
+    /// [`SAID_MAX`], once, the line that says the rest come at the end. A line that could not
+    /// be said goes back ([`Live::lost`]).
+    pub fn see(&self, seen: Seen) -> Option<Said> {
         let r = (self.judge)(seen)?;
         let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
         if said.full {
@@ -67,14 +75,37 @@ impl Live {
         }
         if said.keys.len() >= SAID_MAX {
             said.full = true;
-            return Some(format!(
-                "sandbox-run: -v: {SAID_MAX} refusals said; the others are said at the end\n"
-            ));
+            return Some(Said {
+                key: None,
+                line: format!(
+                    "sandbox-run: -v: {SAID_MAX} refusals said; the others are said at the end\n"
+                ),
+            });
         }
-        said.keys.insert(key);
+        said.keys.insert(key.clone());
         // the first time: no count, whatever the judge was given
         let line = Refusal { count: 1, ..r }.line();
-        Some(format!("sandbox-run: {line}\n"))
+        Some(Said {
+            key: Some(key),
+            line: format!("sandbox-run: {line}\n"),
+        })
+    }
+
+    /// `s` could not be said (the caller's stderr had no room): it is said at the end.
+    pub fn lost(&self, s: &Said) {
+        if let Some(key) = &s.key {
+            let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+            said.keys.remove(key);
+        }
+    }
+
+    /// [`Live::see`], said through `say` (whether the line was taken).
+    pub fn say(&self, seen: Seen, say: impl FnOnce(&str) -> bool) {
+        if let Some(s) = self.see(seen) {
+            if !say(&s.line) {
+                self.lost(&s);
+            }
+        }
     }
 
     /// Whether `r` was said live (then it is not said again at the end).
@@ -117,16 +148,24 @@ mod tests {
         let live = Live::new(judge());
         let a = path("/a");
         assert_eq!(
-            live.see(Seen::Path(&a)).as_deref(),
-            Some(
-                "sandbox-run: refused filesystem hidden: /a (read): not in the sandbox's view; F\n"
-            )
+            live.see(Seen::Path(&a)).unwrap().line,
+            "sandbox-run: refused filesystem hidden: /a (read): not in the sandbox's view; F\n"
         );
         assert_eq!(live.see(Seen::Path(&a)), None);
         let r = judge()(Seen::Path(&a)).unwrap();
         assert!(live.said(&r));
         let b = path("/b");
         assert!(!live.said(&judge()(Seen::Path(&b)).unwrap()));
+        // a line the caller's stderr had no room for: said at the end, and live again
+        live.say(Seen::Path(&b), |_| false);
+        assert!(!live.said(&judge()(Seen::Path(&b)).unwrap()));
+        let mut got = None;
+        live.say(Seen::Path(&b), |l| {
+            got = Some(l.to_string());
+            true
+        });
+        assert!(got.is_some_and(|l| l.contains("/b (read)")));
+        assert!(live.said(&judge()(Seen::Path(&b)).unwrap()));
     }
 
     #[test]
@@ -135,7 +174,7 @@ mod tests {
         for i in 0..SAID_MAX {
             assert!(live.see(Seen::Path(&path(&format!("/p{i}")))).is_some());
         }
-        let last = live.see(Seen::Path(&path("/over"))).unwrap();
+        let last = live.see(Seen::Path(&path("/over"))).unwrap().line;
         assert!(last.contains("the others are said at the end"), "{last}");
         assert_eq!(live.see(Seen::Path(&path("/over2"))), None);
         assert!(!live.said(&judge()(Seen::Path(&path("/over"))).unwrap()));
