@@ -398,7 +398,7 @@ fn observe_names_a_hidden_file_when_looked_up() {
         return;
     };
     let p = f.profile(&Spec::default());
-    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(&file)]);
+    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(file)]);
     r.assert_errno(&[libc::ENOENT]);
     let d = denials(&rep)
         .into_iter()
@@ -409,7 +409,7 @@ fn observe_names_a_hidden_file_when_looked_up() {
     let head = format!("sandbox-run: refused filesystem hidden: {what}");
     assert_eq!(said(&r, &head), 1, "-v did not say it once:\n{r}");
     let gone = Path::new("/etc/sandbox-run-no-such-file");
-    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(&gone)]);
+    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(gone)]);
     r.assert_errno(&[libc::ENOENT]);
     assert!(
         denials(&rep).iter().all(|d| d["kind"] != "filesystem"),
