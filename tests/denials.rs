@@ -812,6 +812,24 @@ fn v_says_a_refusal_as_it_happens() {
             "{opts:?} {sub}: said before the marker:\n{o}"
         );
     }
+    // variants: the error line in two writes, the same refusal three times: said once, right
+    // after the whole line, before the marker; the report counts 3 (the end says it no more)
+    let parts = format!(
+        "printf 'x: {f}: No such' >&2; sleep 0.2; printf ' file or directory\\n' >&2; cat {f}; cat {f}; echo {marker} >&2; exit 1",
+        f = file.display()
+    );
+    let o = run(&p, &repo, &["-v"], &strs(&sh(&parts)));
+    let d = o.denial("filesystem", "hidden");
+    assert_eq!(d["count"], 3, "{o}");
+    let said = o.said_at(&head(&d));
+    assert_eq!(said.len(), 1, "said once:\n{o}");
+    assert!(said[0] < at(&o), "said before the marker:\n{o}");
+    let before = o.run.stderr.lines().nth(said[0] - 1).unwrap_or("");
+    assert_eq!(
+        before,
+        format!("x: {}: No such file or directory", file.display()),
+        "said right after the line that named it:\n{o}"
+    );
     // control: without -v, the line comes at the end of the failed run
     let o = run(&p, &repo, &[], &strs(&sh(&cat)));
     let said = o.said_at(&head(&o.denial("filesystem", "hidden")));
