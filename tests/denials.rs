@@ -486,6 +486,25 @@ fn a_refused_host_is_named_with_its_allow_host() {
     );
     o.says(&d);
     says_v(&p, &repo, &[], &curl, "network", "host");
+    // -v says it when the proxy refuses it: before what the command writes next
+    let sh_curl = profile(
+        &f,
+        "sh-curl",
+        Spec::extends("validate")
+            .net("filtered")
+            .programs(&["sh", "curl"]),
+        |_| {},
+    );
+    let marker = "den-net-marker";
+    let script = format!("curl -fsS --noproxy '' {url}; echo {marker} >&2; exit 1");
+    let v = run(&sh_curl, &repo, &["-v"], &strs(&sh(&script)));
+    let said = v.said_at(&head(&v.denial("network", "host")));
+    let at = v.run.stderr.lines().position(|l| l == marker);
+    assert_eq!(said.len(), 1, "{v}");
+    assert!(
+        at.is_some_and(|m| said[0] < m),
+        "said before the marker:\n{v}"
+    );
     let ok = run(&p, &repo, &["--allow-host", &lit], &curl);
     assert_eq!(ok.run.code, Some(0), "{ok}");
     ok.none_of("network");
