@@ -212,6 +212,9 @@ impl Stream {
                             crate::units::Size(self.cap)
                         ));
                     }
+                    if let Some((live, _)) = &self.live {
+                        live.say(Seen::Output(self.name), |line| say_now(sinks, line));
+                    }
                 }
                 self.tail.push(raw);
                 true
@@ -689,6 +692,9 @@ pub fn run(
                 deadline = Instant::now() + Duration::from_secs(3600);
             } else {
                 f.timed_out = true;
+                if let Some(live) = &o.live {
+                    live.say(Seen::Timeout, |line| say_now(&mut sinks, line));
+                }
                 terminate(pid);
                 terminating = true;
                 deadline = Instant::now() + o.kill_grace;

@@ -781,7 +781,8 @@ fn a_refused_name_is_named() {
 /// `-v` says a refusal when it happens, not at the end: the command is refused, then writes a
 /// marker to stderr and fails; the refusal's line comes before the marker, once (not again at
 /// the end). Sources: the command's error text, the lookup `--observe` saw, the name the name
-/// service refused. Control: without `-v` the line comes at the end, after the marker.
+/// service refused, the timeout. Control: without `-v` the line comes at the end, after the
+/// marker.
 #[test]
 fn v_says_a_refusal_as_it_happens() {
     if !sandbox_works() {
@@ -849,6 +850,13 @@ fn v_says_a_refusal_as_it_happens() {
         format!("x: {}: No such file or directory", file.display()),
         "said right after the line that named it:\n{o}"
     );
+    // a limit known during the run: the timeout is said when it is reached, before the
+    // command hears of it (it writes the marker on SIGTERM)
+    let trap = format!("trap 'echo {marker} >&2; exit 1' TERM; sleep 30 & wait");
+    let o = run(&p, &repo, &["-v", "--timeout", "1s"], &strs(&sh(&trap)));
+    let said = o.said_at(&head(&o.denial("resource", "timeout")));
+    assert_eq!(said.len(), 1, "said once:\n{o}");
+    assert!(said[0] < at(&o), "said before the marker:\n{o}");
     // control: without -v, the line comes at the end of the failed run
     let o = run(&p, &repo, &[], &strs(&sh(&cat)));
     let said = o.said_at(&head(&o.denial("filesystem", "hidden")));

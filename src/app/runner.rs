@@ -158,8 +158,17 @@ impl Runner<'_> {
             false => None,
         };
         // -v: each refusal said when first seen, by the report's own judgement.
-        let live = (self.verbose > 0)
-            .then(|| std::sync::Arc::new(crate::supervisor::Live::new(super::live::judge(&plan))));
+        let resource = crate::denials::resource::Limits {
+            memory_max: limits.memory_max,
+            pids_max: limits.pids_max,
+            timeout: self.options.timeout,
+            output_cap: self.options.output_cap,
+        };
+        let live = (self.verbose > 0).then(|| {
+            std::sync::Arc::new(crate::supervisor::Live::new(super::live::judge(
+                &plan, resource,
+            )))
+        });
         let options = crate::supervisor::Options {
             live: live.clone(),
             ..self.options.clone()
@@ -223,12 +232,6 @@ impl Runner<'_> {
         if let Some(c) = &finished.disk_stopped {
             eprintln!("{}", crate::layers::disk::stopped_line(c, &plan.mounts));
         }
-        let resource = crate::denials::resource::Limits {
-            memory_max: limits.memory_max,
-            pids_max: limits.pids_max,
-            timeout: self.options.timeout,
-            output_cap: self.options.output_cap,
-        };
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error, resource);
         // A command that failed after refused lookups is told which host it wanted.
         let filtered = plan.net == crate::profile::NetMode::Filtered;

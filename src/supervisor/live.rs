@@ -19,6 +19,10 @@ pub const SAID_MAX: usize = 10_000;
 pub enum Seen<'a> {
     Path(&'a PathSeen),
     Net(crate::net::Denied<'a>),
+    /// The command's `stdout` or `stderr` passed the output cap.
+    Output(&'static str),
+    /// The run's timeout was reached.
+    Timeout,
 }
 
 /// The app layer's judge: the refusal `seen` is, if it is one (with a count of 1).
@@ -130,7 +134,7 @@ mod tests {
                 patch: None,
                 count: p.count,
             }),
-            Seen::Net(_) => None,
+            _ => None,
         })
     }
 
