@@ -17,7 +17,7 @@ pub(super) fn judge(plan: &crate::plan::Plan, limits: resource::Limits) -> Judge
         .chain([plan.home.as_path()])
         .collect();
     let homes = crate::toolchain::homes(&given);
-    let rlimits = plan.rlimits.clone();
+    let rlimits = plan.rlimits;
     // One limit: what the end's judgement says of a run that hit only it.
     let limit = move |ran: &resource::Ran, seen: &[crate::refusal::PathSeen]| {
         resource::refusals(ran, &limits, &rlimits, None, seen)
