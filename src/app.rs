@@ -9,6 +9,7 @@ mod check;
 mod doctor;
 mod home;
 mod learn;
+mod live;
 mod profiles;
 pub mod report_sink;
 pub mod resolve;

@@ -128,10 +128,13 @@ impl Sink {
     }
 
     /// One line of sandbox-run's own, in order with the data; dropped when there is no room.
-    pub fn say(&mut self, line: &str) {
-        if !self.gone && !self.gave_up && line.len() <= BUF - self.buf.len() {
+    /// Whether it was taken (written or kept to write).
+    pub fn say(&mut self, line: &str) -> bool {
+        let fits = !self.gone && !self.gave_up && line.len() <= BUF - self.buf.len();
+        if fits {
             self.push(line.as_bytes());
         }
+        fits && !self.gone
     }
 
     /// Write what waits, as far as the caller takes it; whether anything went.
@@ -196,10 +199,12 @@ impl Sink {
 /// for the caller: dropped when the caller does not take it now, or after sandbox-run gave up on
 /// its stderr. (`eprintln!` would block in a full pipe while holding std's stderr lock, and
 /// every later line of sandbox-run's would then wait for that lock.)
-pub fn line(text: &str) {
+pub fn line(text: &str) -> bool {
     let mut s = Sink::open(2);
-    s.say(&format!("{text}\n"));
+    let taken = s.say(&format!("{text}\n"));
     s.flush();
+    // what is left when this sink goes is lost
+    taken && s.buf.is_empty()
 }
 
 /// One write to `fd` (1 or 2) that does not wait for the caller: the bytes taken, 0 when there is

@@ -28,6 +28,9 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+pub mod live;
+pub use live::{Judge, Live, Seen};
+
 /// Signals sandbox-run relays to the sandbox.
 const RELAYED: &[Signal] = &[
     Signal::SIGINT,
@@ -77,6 +80,9 @@ pub struct Options {
     /// `--stdin`: copied into stage 2's stdin after the plan (the workload's stdin, see
     /// [`Plan::stdin_pipe`]), by a thread, until its end or the sandbox's.
     pub stdin: Option<std::sync::Arc<std::fs::File>>,
+    /// `-v`: the judge of what the run sees, to say each refusal when first seen (`None`
+    /// without `-v`: nothing is judged during the run).
+    pub live: Option<std::sync::Arc<Live>>,
 }
 
 /// A bounded tail of a stream: memory stays flat however much the command prints.
@@ -123,6 +129,9 @@ struct Stream {
     /// The command's error texts: paths it failed on, judged after the run
     /// ([`crate::denials::stderr`]; bounded, and nothing here touches the host).
     scan: Option<crate::denials::stderr::Scanner>,
+    /// `-v`: what `scan` finds is judged as it comes, relative paths against the command's
+    /// working directory.
+    live: Option<(std::sync::Arc<Live>, std::path::PathBuf)>,
 }
 
 impl Stream {
@@ -165,12 +174,35 @@ impl Stream {
                 let n = data.len();
                 let room = usize::try_from(self.cap.saturating_sub(self.passed)).unwrap_or(n);
                 let pass = &data[..n.min(room)];
-                if !pass.is_empty() {
+                let said = self.scan(raw);
+                // Each refusal line right after the command's line that named it, where the
+                // bytes passed are the bytes read (not a terminal's filtered ones) and go to
+                // sandbox-run's stderr; else after them.
+                let split = self.term.is_none() && self.sink == 1;
+                let mut done = 0;
+                for (at, s) in &said {
+                    let cut = if split {
+                        (*at).min(pass.len())
+                    } else {
+                        pass.len()
+                    };
                     if let Some(sink) = &mut sinks[self.sink] {
-                        sink.push(pass);
+                        sink.push(&pass[done..cut.max(done)]);
                     }
-                    self.passed += pass.len() as u64;
+                    done = cut.max(done);
+                    if !say_now(sinks, &s.line) {
+                        // no room now: said at the end
+                        if let Some((live, _)) = &self.live {
+                            live.lost(s);
+                        }
+                    }
                 }
+                if done < pass.len() {
+                    if let Some(sink) = &mut sinks[self.sink] {
+                        sink.push(&pass[done..]);
+                    }
+                }
+                self.passed += pass.len() as u64;
                 if pass.len() < n && !self.capped {
                     self.capped = true;
                     if let Some(err) = &mut sinks[1] {
@@ -180,11 +212,11 @@ impl Stream {
                             crate::units::Size(self.cap)
                         ));
                     }
+                    if let Some((live, _)) = &self.live {
+                        live.say(Seen::Output(self.name), |line| say_now(sinks, line));
+                    }
                 }
                 self.tail.push(raw);
-                if let Some(scan) = &mut self.scan {
-                    scan.feed(raw);
-                }
                 true
             }
             Err(nix::errno::Errno::EINTR) => true,
@@ -194,6 +226,36 @@ impl Stream {
                 false
             }
         }
+    }
+}
+
+impl Stream {
+    /// Feed the error texts' scanner; with `-v`, the refusal lines to say, each with the
+    /// offset in `raw` of the end of the line that named it.
+    fn scan(&mut self, raw: &[u8]) -> Vec<(usize, live::Said)> {
+        let Some(scan) = &mut self.scan else {
+            return Vec::new();
+        };
+        let Some((live, cwd)) = &self.live else {
+            scan.feed(raw);
+            return Vec::new();
+        };
+        let mut said = Vec::new();
+        let mut start = 0;
+        while start < raw.len() {
+            let end = raw[start..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(raw.len(), |i| start + i + 1);
+            scan.feed(&raw[start..end]);
+            for p in scan.fresh(cwd) {
+                if let Some(s) = live.see(Seen::Path(&p)) {
+                    said.push((end, s));
+                }
+            }
+            start = end;
+        }
+        said
     }
 }
 
@@ -369,6 +431,7 @@ pub fn run(
     };
     let (out_pipe, out_term) = relay(child.stdout.take(), 0);
     let (err_pipe, err_term) = relay(child.stderr.take(), 1);
+    let live_paths = o.live.clone().map(|l| (l, plan.cwd.clone()));
     let mut streams = [
         Stream {
             pipe: out_pipe,
@@ -385,6 +448,7 @@ pub fn run(
             // stderr on the same terminal as stdout comes through stdout's pty
             scan: (f.stdio[1] == crate::layers::pty::Given::Pty && err_pipe.is_none())
                 .then(crate::denials::stderr::Scanner::default),
+            live: live_paths.clone(),
         },
         Stream {
             pipe: err_pipe,
@@ -399,6 +463,7 @@ pub fn run(
             capped: false,
             term: err_term,
             scan: Some(crate::denials::stderr::Scanner::default()),
+            live: live_paths,
         },
     ];
     // Our read ends: read as far as there is data, never waiting (see `Stream::pump`).
@@ -423,8 +488,21 @@ pub fn run(
     // The seccomp listener is still to come on the channel.
     let mut notify_pending = notify;
     let mut listener: Option<crate::layers::seccomp::notify::Listener> = None;
+    // How many of the listener's paths `-v` has judged.
+    let mut observed = 0;
     let mut early = Vec::new();
-    let mut net = Served::default();
+    let mut net = Served {
+        // -v: the proxy's and the name service's refusals said from their threads, as they
+        // come.
+        on_denied: o.live.clone().map(|live| {
+            crate::net::OnDenied(std::sync::Arc::new(move |d| {
+                live.say(Seen::Net(d), |line| {
+                    crate::sink::line(line.trim_end_matches('\n'))
+                });
+            }))
+        }),
+        ..Served::default()
+    };
     let mut deadline = started + o.timeout;
     let mut terminating = false;
     let mut hand_over_until: Option<Instant> = None;
@@ -501,14 +579,24 @@ pub fn run(
                 // every process of the filter is gone
                 l.close();
             } else if at_listener.is_some_and(|i| ready[i]) {
-                l.serve(&mut |line| say_now(&mut sinks, &line));
+                l.serve(&mut |line| {
+                    say_now(&mut sinks, &line);
+                });
+                // -v: the lookups `--observe` noted, judged before the command sees its
+                // next output passed on.
+                if let Some(live) = &o.live {
+                    for p in &l.paths()[observed..] {
+                        live.say(Seen::Path(p), |line| say_now(&mut sinks, line));
+                    }
+                    observed = l.paths().len();
+                }
             }
         }
         if watch_channel && ready[ready.len() - 1] {
             let was_handing = f.handing;
             let net_watch =
                 channel_records(plan, kept, &rec_r, &mut early, &mut net, &mut f, |line| {
-                    say_now(&mut sinks, &line)
+                    say_now(&mut sinks, &line);
                 });
             match net.notified.take() {
                 Some(Some(fd)) => {
@@ -604,6 +692,9 @@ pub fn run(
                 deadline = Instant::now() + Duration::from_secs(3600);
             } else {
                 f.timed_out = true;
+                if let Some(live) = &o.live {
+                    live.say(Seen::Timeout, |line| say_now(&mut sinks, line));
+                }
                 terminate(pid);
                 terminating = true;
                 deadline = Instant::now() + o.kill_grace;
@@ -713,9 +804,9 @@ pub fn run(
         err.give_up();
     } else {
         // No stream went to sandbox-run's stderr (it and stdout share the command's pty).
-        lines
-            .iter()
-            .for_each(|l| crate::sink::line(l.trim_end_matches('\n')));
+        lines.iter().for_each(|l| {
+            crate::sink::line(l.trim_end_matches('\n'));
+        });
     }
     if seqpacket {
         for (r, fd) in channel::recv_all(rec_r.as_raw_fd()) {
@@ -796,17 +887,20 @@ pub fn run(
 
 /// A line of sandbox-run's own on its stderr from the loop, never waiting for the caller:
 /// through the stderr sink when the command's stderr has one, else a sink of its own.
-fn say_now(sinks: &mut [Option<Sink>; 2], line: &str) {
+/// Whether it was taken.
+fn say_now(sinks: &mut [Option<Sink>; 2], line: &str) -> bool {
     let mut own;
-    let err = match &mut sinks[1] {
-        Some(err) => err,
+    let (err, mine) = match &mut sinks[1] {
+        Some(err) => (err, false),
         None => {
             own = Sink::open(2);
-            &mut own
+            (&mut own, true)
         }
     };
-    err.say(line);
+    let taken = err.say(line);
     err.flush();
+    // a sink of its own loses what it still holds when it goes
+    taken && !(mine && err.waiting().is_some())
 }
 
 /// The end of a run's output: read the command's pipes to their end and pass on what the
@@ -923,6 +1017,8 @@ struct Served {
     /// The workload's word on the seccomp listener, taken by the loop: `Some(Some(fd))` the
     /// listener, `Some(None)` none (the kernel refused one).
     notified: Option<Option<OwnedFd>>,
+    /// `-v`: told each refusal of the proxy and the name service.
+    on_denied: Option<crate::net::OnDenied>,
 }
 
 /// Read what is on the channel while the sandbox runs. The proxy's socket starts the proxy
@@ -939,6 +1035,7 @@ fn channel_records(
     mut say: impl FnMut(String),
 ) -> bool {
     let proxy = &mut served.proxy;
+    let on_denied = served.on_denied.clone();
     loop {
         match channel::recv(rec.as_raw_fd()) {
             Some((Record::Forward { index }, Some(fd))) => served.forwards.push((index, fd)),
@@ -948,7 +1045,10 @@ fn channel_records(
                     _ => Ok(Default::default()),
                 };
                 let started = allow.and_then(|allow| {
-                    let config = crate::net::dns::Config { allow };
+                    let config = crate::net::dns::Config {
+                        allow,
+                        on_denied: on_denied.clone(),
+                    };
                     crate::net::dns::NameService::start(std::net::UdpSocket::from(fd), config)
                         .map_err(|e| e.to_string())
                 });
@@ -970,6 +1070,7 @@ fn channel_records(
                             warn: true,
                             secrets: plan.secret_set.clone(),
                             extra_roots: plan.ca_certs.iter().map(|s| s.path.clone()).collect(),
+                            on_denied: on_denied.clone(),
                         }
                     });
                 let started = config.and_then(|c| {

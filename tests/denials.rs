@@ -93,6 +93,51 @@ impl Out {
         let n = self.refused_lines().iter().filter(|l| **l == line).count();
         assert_eq!(n, 1, "{line:?} once on stderr:\n{self}");
     }
+
+    /// With `-v`: the denial's line said once, live or at the end, matched by its start (said
+    /// live it has no count: the count is in the report).
+    fn says_v(&self, d: &Value) {
+        let head = head(d);
+        let n = self.said_at(&head).len();
+        assert_eq!(n, 1, "{head:?} once on stderr with -v:\n{self}");
+    }
+
+    /// Where on stderr (line numbers) a refusal line starting with `head` is.
+    fn said_at(&self, head: &str) -> Vec<usize> {
+        said_at(&self.run.stderr, head)
+    }
+}
+
+/// `sandbox-run: refused KIND SUB: WHAT` of a denial of the report.
+fn head(d: &Value) -> String {
+    format!(
+        "sandbox-run: refused {} {}: {}",
+        d["kind"].as_str().unwrap(),
+        d["sub"].as_str().unwrap(),
+        d["what"].as_str().unwrap()
+    )
+}
+
+/// The line numbers of `text` that are the refusal line `head` (followed by its count or its
+/// rule).
+fn said_at(text: &str, head: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.strip_prefix(head)
+                .is_some_and(|r| r.starts_with(": ") || r.starts_with(" ("))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The same run with `-v`: its report has the refusal of `kind`/`sub`, and `-v` says it once.
+fn says_v(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str], kind: &str, sub: &str) {
+    let mut o = vec!["-v"];
+    o.extend_from_slice(opts);
+    let v = run(profile, repo, &o, argv);
+    let d = v.denial(kind, sub);
+    v.says_v(&d);
 }
 
 impl std::fmt::Display for Out {
@@ -188,6 +233,8 @@ fn a_hidden_file_is_named_with_its_extra_ro() {
     assert_eq!(v.run.code, Some(0), "{v}");
     let dv = v.denial("filesystem", "hidden");
     v.says(&dv);
+    v.says_v(&dv);
+    says_v(&p, &repo, &[], &cat, "filesystem", "hidden");
     // without -v a run that succeeds says nothing
     let quiet = run(&p, &repo, &[], &strs(&sh(&script)));
     assert_eq!(quiet.run.code, Some(0), "{quiet}");
@@ -234,6 +281,14 @@ fn a_write_to_a_read_only_bind_is_named() {
         "{o}"
     );
     o.says(&d);
+    says_v(
+        &p,
+        &repo,
+        &[],
+        &strs(&sh(&script)),
+        "filesystem",
+        "read_only",
+    );
     let fixed = profile(&f, "rw", Spec::extends("ci").extra_rw(&dir), |_| {});
     let ok = run(&fixed, &repo, &[], &strs(&sh(&script)));
     assert_eq!(ok.run.code, Some(0), "{ok}");
@@ -244,6 +299,14 @@ fn a_write_to_a_read_only_bind_is_named() {
     assert!(d["fix"].as_str().unwrap().starts_with("never: "), "{o}");
     assert_eq!(d["patch"], Value::Null);
     o.says(&d);
+    says_v(
+        &p,
+        &repo,
+        &[],
+        &strs(&sh("echo x > /usr/x")),
+        "filesystem",
+        "read_only",
+    );
 }
 
 /// A write the mounts allow and landlock does not (the sandbox's own /proc, read-only to
@@ -261,6 +324,8 @@ fn a_write_outside_landlock_is_named() {
     let d = o.denial("filesystem", "landlock");
     assert!(d["fix"].as_str().unwrap().starts_with("never: "), "{o}");
     o.says(&d);
+    let comm = sh("echo x > /proc/self/comm");
+    says_v(&p, &repo, &[], &strs(&comm), "filesystem", "landlock");
     let ok = run(&p, &repo, &[], &strs(&sh("echo x > /tmp/x && cat /tmp/x")));
     assert_eq!(ok.run.code, Some(0), "{ok}");
     ok.none_of("filesystem");
@@ -281,15 +346,14 @@ fn credentials_are_named_never() {
     std::os::unix::fs::symlink(home.join(".ssh"), home.join("keys")).unwrap();
     std::fs::create_dir_all(home.join("sub")).unwrap();
     let p = ci(&f, "ci", |_| {});
-    let with_home = |argv: &[&str]| {
+    let with_home_v = |v: bool, argv: &[&str]| {
         let report = f.path("creds-report.json");
         let _ = std::fs::remove_file(&report);
-        let mut c = sandbox_command(
-            &p,
-            &repo,
-            &["--report", path_str(&report), "--capture"],
-            argv,
-        );
+        let mut o = vec!["--report", path_str(&report), "--capture"];
+        if v {
+            o.push("-v");
+        }
+        let mut c = sandbox_command(&p, &repo, &o, argv);
         c.env("HOME", &home);
         let r = run_command(c, LIMIT);
         let report = std::fs::read_to_string(&report)
@@ -299,6 +363,7 @@ fn credentials_are_named_never() {
         schema::assert_valid_report(&report);
         Out { run: r, report }
     };
+    let with_home = |argv: &[&str]| with_home_v(false, argv);
     let o = with_home(&["cat", path_str(&key)]);
     assert_ne!(o.run.code, Some(0), "{o}");
     let d = o.denial("filesystem", "hidden");
@@ -309,6 +374,8 @@ fn credentials_are_named_never() {
     );
     assert_eq!(d["patch"], Value::Null);
     o.says(&d);
+    let v = with_home_v(true, &["cat", path_str(&key)]);
+    v.says_v(&v.denial("filesystem", "hidden"));
     // the positive control: the same home's plain file is offered
     let o = with_home(&["cat", path_str(&plain)]);
     let d = o.denial("filesystem", "hidden");
@@ -418,6 +485,26 @@ fn a_refused_host_is_named_with_its_allow_host() {
         "{o}"
     );
     o.says(&d);
+    says_v(&p, &repo, &[], &curl, "network", "host");
+    // -v says it when the proxy refuses it: before what the command writes next
+    let sh_curl = profile(
+        &f,
+        "sh-curl",
+        Spec::extends("validate")
+            .net("filtered")
+            .programs(&["sh", "curl"]),
+        |_| {},
+    );
+    let marker = "den-net-marker";
+    let script = format!("curl -fsS --noproxy '' {url}; echo {marker} >&2; exit 1");
+    let v = run(&sh_curl, &repo, &["-v"], &strs(&sh(&script)));
+    let said = v.said_at(&head(&v.denial("network", "host")));
+    let at = v.run.stderr.lines().position(|l| l == marker);
+    assert_eq!(said.len(), 1, "{v}");
+    assert!(
+        at.is_some_and(|m| said[0] < m),
+        "said before the marker:\n{v}"
+    );
     let ok = run(&p, &repo, &["--allow-host", &lit], &curl);
     assert_eq!(ok.run.code, Some(0), "{ok}");
     ok.none_of("network");
@@ -444,6 +531,15 @@ fn cgroup_limits_and_the_timeout_are_named() {
         serde_json::json!({"set": "limit", "value": {"key": "timeout", "value": "2s"}})
     );
     o.says(&d);
+    let sleep = [probe, "sleep", "30"];
+    says_v(
+        &p,
+        &repo,
+        &["--timeout", "1s"],
+        &sleep,
+        "resource",
+        "timeout",
+    );
     let ok = run(&p, &repo, &["--timeout", "30s"], &[probe, "sleep", "1"]);
     assert_eq!(ok.run.code, Some(0), "{ok}");
     ok.none_of("resource");
@@ -463,6 +559,15 @@ fn cgroup_limits_and_the_timeout_are_named() {
         "{o}"
     );
     o.says(&d);
+    let alloc = [probe, "alloc", "512"];
+    says_v(
+        &p,
+        &repo,
+        &["--memory", "64M"],
+        &alloc,
+        "resource",
+        "memory",
+    );
     let ok = run(&p, &repo, &["--memory", "64M"], &[probe, "alloc", "16"]);
     assert_eq!(ok.run.code, Some(0), "{ok}");
     ok.none_of("resource");
@@ -473,6 +578,8 @@ fn cgroup_limits_and_the_timeout_are_named() {
     if o.run.code != Some(0) {
         o.says(&d);
     }
+    let bomb = [probe, "fork-bomb", "100"];
+    says_v(&p, &repo, &["--pids", "16"], &bomb, "resource", "pids");
     let ok = run(&p, &repo, &["--pids", "64"], &[probe, "fork-bomb", "8"]);
     ok.none_of("resource");
 }
@@ -501,6 +608,7 @@ fn output_and_file_size_limits_are_named() {
     let d = o.denial("resource", "output");
     assert_eq!(d["patch"]["value"]["value"], "128K", "{o}");
     o.says(&d);
+    o.says_v(&d);
     let ok = run(&p, &repo, &["-v"], &[probe, "write-bytes", "1000"]);
     ok.none_of("resource");
     // a file past RLIMIT_FSIZE: the writer dies of SIGXFSZ
@@ -522,6 +630,8 @@ fn output_and_file_size_limits_are_named() {
     let d = o.denial("resource", "fsize");
     assert_eq!(d["patch"]["value"]["value"], "2M", "{o}");
     o.says(&d);
+    let copy = [probe, "copy", path_str(&big), "/tmp/big"];
+    says_v(&p2, &repo, &[], &copy, "resource", "fsize");
     let ok = run(
         &p2,
         &repo,
@@ -550,6 +660,14 @@ fn the_open_files_limit_is_named() {
     assert_eq!(d["patch"]["set"], "limit", "{o}");
     assert_eq!(d["patch"]["value"]["key"], "nofile", "{o}");
     o.says(&d);
+    says_v(
+        &low,
+        &repo,
+        &[],
+        &["bash", "-c", opens],
+        "resource",
+        "nofile",
+    );
     let high = ci(&f, "high", |t| limits(t, "nofile", 1024.into()));
     let ok = run(&high, &repo, &[], &["bash", "-c", opens]);
     assert_eq!(ok.run.code, Some(0), "{ok}");
@@ -581,6 +699,13 @@ fn ten_refusals_then_the_count() {
             .contains("sandbox-run: ... and 3 more refusals (see the report)"),
         "{o}"
     );
+    // -v: every one, each once (said as they came)
+    let v = run(&p, &repo, &["-v"], &strs(&argv));
+    assert_eq!(v.refused_lines().len(), 13, "{v}");
+    for d in v.denials() {
+        v.says_v(&d);
+    }
+    assert!(!v.run.stderr.contains("more refusals"), "{v}");
 }
 
 /// `--net none`: a name the sandbox's name service refused is named with the flags that
@@ -639,6 +764,7 @@ fn a_refused_name_is_named() {
         )),
         "{o}"
     );
+    says_v(&none, &repo, &[], &curl, "network", "dns");
     let filtered = profile(
         &f,
         "filtered",
@@ -650,4 +776,90 @@ fn a_refused_name_is_named() {
     let o = run(&filtered, &repo, &["--allow-host", name], &curl);
     assert_ne!(o.run.code, Some(0), "nothing answers for {name}: {o}");
     o.none_of("network");
+}
+
+/// `-v` says a refusal when it happens, not at the end: the command is refused, then writes a
+/// marker to stderr and fails; the refusal's line comes before the marker, once (not again at
+/// the end). Sources: the command's error text, the lookup `--observe` saw, the name the name
+/// service refused, the timeout. Control: without `-v` the line comes at the end, after the
+/// marker.
+#[test]
+fn v_says_a_refusal_as_it_happens() {
+    if !sandbox_works() {
+        return;
+    }
+    let f = Fixture::new("den-live");
+    let repo = f.repo("repo");
+    let file = f.write("outside/live.txt", "x\n");
+    let marker = "den-live-marker";
+    let at = |o: &Out| {
+        let i = o.run.stderr.lines().position(|l| l == marker);
+        i.unwrap_or_else(|| panic!("no marker:\n{o}"))
+    };
+    // (profile, options, script, kind, sub)
+    let p = ci(&f, "ci", |_| {});
+    let cat = format!("cat {}; echo {marker} >&2; exit 1", file.display());
+    let mut cases = vec![
+        (p.clone(), vec!["-v"], cat.clone(), "hidden"),
+        (p.clone(), vec!["-v", "--observe"], cat.clone(), "hidden"),
+    ];
+    let curl = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("curl").is_file()));
+    let dns = profile(
+        &f,
+        "none",
+        Spec::extends("ci").net("none").programs(&["sh", "curl"]),
+        |_| {},
+    );
+    let lookup = format!("curl -fsS http://den-live.invalid/; echo {marker} >&2; exit 1");
+    if curl {
+        cases.push((dns.clone(), vec!["-v"], lookup.clone(), "dns"));
+    } else {
+        skip_tool("curl is not installed: the name service's case is not run");
+    }
+    for (profile, opts, script, sub) in &cases {
+        let o = run(profile, &repo, opts, &strs(&sh(script)));
+        let kind = if *sub == "dns" {
+            "network"
+        } else {
+            "filesystem"
+        };
+        let d = o.denial(kind, sub);
+        let said = o.said_at(&head(&d));
+        assert_eq!(said.len(), 1, "{opts:?} {sub}: said once:\n{o}");
+        assert!(
+            said[0] < at(&o),
+            "{opts:?} {sub}: said before the marker:\n{o}"
+        );
+    }
+    // variants: the error line in two writes, the same refusal three times: said once, right
+    // after the whole line, before the marker; the report counts 3 (the end says it no more)
+    let parts = format!(
+        "printf 'x: {f}: No such' >&2; sleep 0.2; printf ' file or directory\\n' >&2; cat {f}; cat {f}; echo {marker} >&2; exit 1",
+        f = file.display()
+    );
+    let o = run(&p, &repo, &["-v"], &strs(&sh(&parts)));
+    let d = o.denial("filesystem", "hidden");
+    assert_eq!(d["count"], 3, "{o}");
+    let said = o.said_at(&head(&d));
+    assert_eq!(said.len(), 1, "said once:\n{o}");
+    assert!(said[0] < at(&o), "said before the marker:\n{o}");
+    let before = o.run.stderr.lines().nth(said[0] - 1).unwrap_or("");
+    assert_eq!(
+        before,
+        format!("x: {}: No such file or directory", file.display()),
+        "said right after the line that named it:\n{o}"
+    );
+    // a limit known during the run: the timeout is said when it is reached, before the
+    // command hears of it (it writes the marker on SIGTERM)
+    let trap = format!("trap 'echo {marker} >&2; exit 1' TERM; sleep 30 & wait");
+    let o = run(&p, &repo, &["-v", "--timeout", "1s"], &strs(&sh(&trap)));
+    let said = o.said_at(&head(&o.denial("resource", "timeout")));
+    assert_eq!(said.len(), 1, "said once:\n{o}");
+    assert!(said[0] < at(&o), "said before the marker:\n{o}");
+    // control: without -v, the line comes at the end of the failed run
+    let o = run(&p, &repo, &[], &strs(&sh(&cat)));
+    let said = o.said_at(&head(&o.denial("filesystem", "hidden")));
+    assert_eq!(said.len(), 1, "{o}");
+    assert!(said[0] > at(&o), "without -v, at the end:\n{o}");
 }

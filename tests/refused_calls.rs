@@ -57,6 +57,19 @@ fn syscall_denials(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// How many of sandbox-run's stderr lines are the refusal line `head` (`sandbox-run: refused
+/// KIND SUB: WHAT`, then its count or its rule).
+fn said(r: &ProbeRun, head: &str) -> usize {
+    r.run
+        .stderr
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(head)
+                .is_some_and(|r| r.starts_with(": ") || r.starts_with(" ("))
+        })
+        .count()
+}
+
 fn named(report: &Value) -> bool {
     report["sandbox"]["seccomp"]["refusals_named"] == true
 }
@@ -160,13 +173,7 @@ fn each_refused_call_is_named_and_answered_as_before() {
         assert!(d["rule"].as_str().is_some_and(|s| !s.is_empty()), "{d}");
         assert!(d["fix"].as_str().is_some_and(|s| !s.is_empty()), "{d}");
         let line = format!("sandbox-run: refused syscall {sub}: {what}");
-        let live = r
-            .run
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with(&line))
-            .count();
-        assert_eq!(live, 1, "-v did not say it once ({line}):\n{r}");
+        assert_eq!(said(&r, &line), 1, "-v did not say it once ({line}):\n{r}");
     }
 }
 
@@ -273,7 +280,7 @@ fn a_flood_of_refused_calls_is_bounded() {
         .collect();
     assert_eq!(d.len(), 1, "{d:?}");
     assert_eq!(d[0]["count"], 100_000);
-    let live = r.run.stderr.matches("refused syscall ptrace").count();
+    let live = said(&r, "sandbox-run: refused syscall ptrace: ptrace");
     assert_eq!(
         live,
         1,
@@ -365,6 +372,54 @@ fn observe_sees_hidden_and_relative_paths() {
     let r = run_probe(&p, &repo, &["-v"], &["read", "rel.txt"]);
     r.assert_ok();
     assert!(!r.run.stderr.contains("sandbox-run: observed"), "{r}");
+}
+
+/// `--observe -v`: a lookup of a file the host has and the sandbox does not show is a
+/// refusal, named by `-v` (when the lookup happens), once, as the
+/// report names it. Control: a lookup of a path the host does not have either is no refusal.
+#[test]
+fn observe_names_a_hidden_file_when_looked_up() {
+    if !sandbox_works() || !need_seccomp() {
+        return;
+    }
+    let f = Fixture::new("observe-live");
+    let repo = f.repo("repo");
+    // A host file the sandbox does not show, and not beside the repo (a lookup there may be a
+    // tool's probe for its config, not judged): one of the host's own in /etc.
+    let Some(file) = ["/etc/fstab", "/etc/issue", "/etc/debian_version"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+    else {
+        skip(
+            "observe-live",
+            "the host has none of /etc/fstab, /etc/issue",
+        );
+        return;
+    };
+    let p = f.profile(&Spec::default());
+    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(file)]);
+    r.assert_errno(&[libc::ENOENT]);
+    let d = denials(&rep)
+        .into_iter()
+        .find(|d| d["kind"] == "filesystem" && d["sub"] == "hidden")
+        .unwrap_or_else(|| panic!("no hidden denial:\n{r}"));
+    let what = format!("{} (read)", file.display());
+    assert_eq!(d["what"], what.as_str(), "{r}");
+    let head = format!("sandbox-run: refused filesystem hidden: {what}");
+    assert_eq!(said(&r, &head), 1, "-v did not say it once:\n{r}");
+    let gone = Path::new("/etc/sandbox-run-no-such-file");
+    let (r, rep) = run_reported(&f, &p, &repo, &["--observe"], &["read", path(gone)]);
+    r.assert_errno(&[libc::ENOENT]);
+    assert!(
+        denials(&rep).iter().all(|d| d["kind"] != "filesystem"),
+        "{r}"
+    );
+    assert!(!r.run.stderr.contains("refused filesystem"), "{r}");
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
 
 /// A hostile command names a path with a terminal escape sequence (a clipboard write, a screen

@@ -137,6 +137,7 @@ fn run_in(
             stdout_to_stderr: args.report.as_deref() == Some("-"),
             output_cap: profile.limits.output.0,
             stdin,
+            live: None,
         },
     };
     // A failure to set up the sandbox: the report says so ([`Reporter::failed`]).

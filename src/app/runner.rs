@@ -157,8 +157,24 @@ impl Runner<'_> {
             true => Some(&mut make),
             false => None,
         };
+        // -v: each refusal said when first seen, by the report's own judgement.
+        let resource = crate::denials::resource::Limits {
+            memory_max: limits.memory_max,
+            pids_max: limits.pids_max,
+            timeout: self.options.timeout,
+            output_cap: self.options.output_cap,
+        };
+        let live = (self.verbose > 0).then(|| {
+            std::sync::Arc::new(crate::supervisor::Live::new(super::live::judge(
+                &plan, resource,
+            )))
+        });
+        let options = crate::supervisor::Options {
+            live: live.clone(),
+            ..self.options.clone()
+        };
         let finished =
-            crate::supervisor::run(&plan, &self.options, &mut leaf, make).map_err(Fail::usage)?;
+            crate::supervisor::run(&plan, &options, &mut leaf, make).map_err(Fail::usage)?;
         if late && leaf.is_none() {
             plan.degraded.push("cgroup".into());
         }
@@ -216,12 +232,6 @@ impl Runner<'_> {
         if let Some(c) = &finished.disk_stopped {
             eprintln!("{}", crate::layers::disk::stopped_line(c, &plan.mounts));
         }
-        let resource = crate::denials::resource::Limits {
-            memory_max: limits.memory_max,
-            pids_max: limits.pids_max,
-            timeout: self.options.timeout,
-            output_cap: self.options.output_cap,
-        };
         let mut result = report::ran(cmd, &plan, &finished, self.options.capture, error, resource);
         // A command that failed after refused lookups is told which host it wanted.
         let filtered = plan.net == crate::profile::NetMode::Filtered;
@@ -246,17 +256,18 @@ impl Runner<'_> {
                     .push(crate::denials::resource::disk_full(cap));
             }
         }
-        // Every refusal named: all of them with -v (but the refused calls, which the
-        // supervisor said as they came), else the first ones when it failed. The names the
-        // name service refused were said in one line above, with the profile: not again.
+        // Every refusal named: all of them with -v (but those the supervisor said as they
+        // came: the refused calls, and what it judged during the run), else the first ones
+        // when it failed. The names the name service refused were said in one line above,
+        // with the profile: not again.
         let unsaid = |r: &&crate::denials::Refusal| {
             !(names_said && r.kind == crate::denials::Kind::Network && r.sub == "dns")
         };
-        if self.verbose > 0 {
+        if let Some(live) = &live {
             let later: Vec<_> = result
                 .denials
                 .iter()
-                .filter(|r| r.kind != crate::denials::Kind::Syscall)
+                .filter(|r| r.kind != crate::denials::Kind::Syscall && !live.said(r))
                 .filter(unsaid)
                 .cloned()
                 .collect();

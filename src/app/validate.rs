@@ -120,6 +120,7 @@ fn validate_in(args: ValidateArgs, verbose: u8, rep: &mut Reporter) -> Result<i3
             stdout_to_stderr: args.report.as_deref() == Some("-"),
             output_cap: profile.limits.output.0,
             stdin: None,
+            live: None,
         },
     };
     let mut results = Vec::new();

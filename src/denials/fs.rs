@@ -414,7 +414,7 @@ fn landlock_allows(l: &Spec, path: &Path, access: Access) -> bool {
 
 /// Looks at `path` on the host without following a link or triggering an automount
 /// (`statx(AT_SYMLINK_NOFOLLOW|AT_NO_AUTOMOUNT)`): an NFS or autofs path does not hang the
-/// caller for an answer. Called after the run only.
+/// caller for an answer. Called after the run, and with `-v` as paths are seen during it.
 pub fn host_entry(path: &Path) -> Option<HostEntry> {
     use std::os::unix::ffi::OsStrExt;
     if path.as_os_str().as_bytes().starts_with(b"@") {

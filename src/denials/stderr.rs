@@ -46,6 +46,8 @@ pub struct Scanner {
     /// The current line passed [`LINE_MAX`]: skip to its end.
     skipping: bool,
     found: Vec<Found>,
+    /// How many of `found` [`Scanner::fresh`] has handed out.
+    told: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,18 +106,33 @@ impl Scanner {
             let line = std::mem::take(&mut self.line);
             self.line_done(&line);
         }
-        self.found
-            .into_iter()
-            .map(|f| PathSeen {
-                path: match f.path.is_empty() {
-                    true => PathBuf::new(),
-                    false => normalize(&cwd.join(&f.path)),
-                },
-                access: f.access,
-                errno: Some(f.errno),
-                count: f.count,
-            })
-            .collect()
+        self.found.iter().map(|f| f.seen(cwd)).collect()
+    }
+
+    /// The candidates found since the last call (`-v` judges them as they come), as
+    /// [`Scanner::finish`] will give them, counted once.
+    pub fn fresh(&mut self, cwd: &Path) -> Vec<PathSeen> {
+        let new = self.found[self.told..].iter().map(|f| PathSeen {
+            count: 1,
+            ..f.seen(cwd)
+        });
+        let new = new.collect();
+        self.told = self.found.len();
+        new
+    }
+}
+
+impl Found {
+    fn seen(&self, cwd: &Path) -> PathSeen {
+        PathSeen {
+            path: match self.path.is_empty() {
+                true => PathBuf::new(),
+                false => normalize(&cwd.join(&self.path)),
+            },
+            access: self.access,
+            errno: Some(self.errno),
+            count: self.count,
+        }
     }
 }
 

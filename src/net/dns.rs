@@ -141,6 +141,8 @@ pub struct Config {
     /// `--net filtered`: names on the allow-list (any port) are answered the same, but not
     /// counted as refusals (the proxy reaches them). Empty under `--net none`.
     pub allow: AllowList,
+    /// `-v`: told each refused name as it happens.
+    pub on_denied: Option<crate::net::OnDenied>,
 }
 
 struct Shared {
@@ -212,8 +214,9 @@ fn serve(socket: &UdpSocket, shared: &Shared) {
         let Some(q) = parse_query(&buf[..n]) else {
             continue;
         };
-        let _ = socket.send_to(&refusal(&q, &buf[..n]), from);
+        // Noted before the answer: a `-v` line comes before what the command does next.
         shared.note(&q.name);
+        let _ = socket.send_to(&refusal(&q, &buf[..n]), from);
     }
 }
 
@@ -236,7 +239,12 @@ impl Shared {
         } else {
             n
         };
-        *log.entry(key).or_insert(0) += 1;
+        *log.entry(key.clone()).or_insert(0) += 1;
+        drop(log);
+        // `-v`: told as the report will have it (a name past the bound is not in it).
+        if let Some(tell) = self.config.on_denied.as_ref().filter(|_| key != OVERFLOW) {
+            (tell.0)(crate::net::Denied::Name(&key));
+        }
     }
 }
 
@@ -370,7 +378,14 @@ mod tests {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
         let at = server.local_addr().unwrap();
         let allow = AllowList::parse(&["allowed.example:443"]).unwrap();
-        let ns = NameService::start(server, Config { allow }).unwrap();
+        let ns = NameService::start(
+            server,
+            Config {
+                allow,
+                on_denied: None,
+            },
+        )
+        .unwrap();
         let c = UdpSocket::bind("127.0.0.1:0").unwrap();
         c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
             .unwrap();

@@ -235,6 +235,11 @@ impl Listener {
         true
     }
 
+    /// The paths noted so far (`--observe`), in the order first seen: `-v` judges the new ones.
+    pub fn paths(&self) -> &[PathSeen] {
+        &self.paths
+    }
+
     /// The refusals named, in the order first seen.
     pub fn refusals(&self) -> &[Refusal] {
         self.refusals.as_slice()

@@ -101,6 +101,8 @@ pub struct Config {
     /// PEM bundles trusted for the upstream's certificate of a terminated connection, beside
     /// the host's own roots: `--ca-certs` and the caller's bundle.
     pub extra_roots: Vec<std::path::PathBuf>,
+    /// `-v`: told each refusal as it happens.
+    pub on_denied: Option<crate::net::OnDenied>,
 }
 
 /// One line of the report's connection log: per host, port and verdict.
@@ -382,13 +384,31 @@ impl Shared {
         if log.len() >= MAX_LOG && !log.contains_key(&key) {
             key.0 = OVERFLOW.to_string();
         }
+        let host = key.0.clone();
         let e = log.entry(key).or_insert_with(|| LogEntry {
             reason: reason.to_string(),
             count: 0,
             bytes: Arc::new(Counters::default()),
         });
         e.count += 1;
-        e.bytes.clone()
+        let bytes = e.bytes.clone();
+        // `-v`: the entry's own reason (the first one), as the report will have it; a host past
+        // the log's bound is not in the report under its name, so not told either.
+        let tell = self
+            .config
+            .on_denied
+            .as_ref()
+            .filter(|_| !allowed && host != OVERFLOW);
+        if let Some(tell) = tell {
+            let reason = e.reason.clone();
+            drop(log);
+            (tell.0)(crate::net::Denied::Host {
+                host: &host,
+                port,
+                reason: &reason,
+            });
+        }
+        bytes
     }
 
     fn deny(&self, what: &str, host: &Host, port: u16, d: &Denial) {

@@ -43,6 +43,7 @@ fn proxy_for(port: u16) -> (Proxy, u16) {
         warn: false,
         secrets: Default::default(),
         extra_roots: Vec::new(),
+        on_denied: None,
     };
     (Proxy::start(l, config).unwrap(), p)
 }
@@ -295,6 +296,7 @@ fn the_log_is_bounded() {
             warn: false,
             secrets: Default::default(),
             extra_roots: Vec::new(),
+            on_denied: None,
         },
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),

@@ -254,6 +254,7 @@ fn fixture(trust: bool, big: usize) -> Fixture {
         warn: false,
         secrets: Arc::new(secrets),
         extra_roots: if trust { vec![ca_path] } else { Vec::new() },
+        on_denied: None,
     };
     let proxy = Proxy::start(l, config).unwrap();
     let mut roots = rustls::RootCertStore::empty();
@@ -878,6 +879,7 @@ fn bench_injection() {
             warn: false,
             secrets: Default::default(),
             extra_roots: Vec::new(),
+            on_denied: None,
         },
     )
     .unwrap();
