@@ -1,7 +1,10 @@
 //! `sandbox-run learn --profile BASE [--out FILE] [run flags] -- CMD`: runs CMD as `run` does,
 //! with every path lookup seen, and writes a profile that extends BASE and adds only what the
-//! run was refused ([`crate::learn`]). Run again with `--profile` naming the learned profile,
-//! it updates that file in place until the command passes with no refusal.
+//! run was refused ([`crate::learn`]). Run again, with `--profile` naming the learned profile
+//! or with the same BASE (then it runs under what BASE's learned profile holds), it updates
+//! that file in place until the command passes with no refusal. `SANDBOX_RUN_LEARN=1` in
+//! sandbox-run's own environment makes `run` a learn (a workflow's audit); under GitHub
+//! Actions its section goes first in the step summary ([`super::learn_summary`]).
 //!
 //! The learned file is read before the run and written after it, outside the repo (which the
 //! command can write), never over a file learn did not write, and only after the profile it
