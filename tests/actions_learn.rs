@@ -567,6 +567,7 @@ fn a_learn_shell_line_never_writes_where_a_step_can() {
         );
         assert!(!out.exists(), "{}", out.display());
         assert!(!s.run.stdout.contains("notes"), "nothing ran\n{}", s.run);
+        assert_eq!(s.summary, "", "nothing ran: nothing to summarize");
     }
     let s = r.step_args(9, &["learn", "--profile", "github-actions"], &[], &script);
     assert_ne!(s.run.code, Some(0), "{}", s.run);

@@ -44,7 +44,14 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
     let mut said = Said::default();
     let r = learn_in(args, verbose, &mut said);
     if let (Some(file), Some(hold)) = (summary_file, hold) {
-        let md = super::learn_summary::render(&said.summary());
+        if let (Err(f), true) = (&r, said.ran) {
+            said.lines.push(format!("sandbox-run: {}", f.line()));
+        }
+        // Nothing ran (a usage error, said on stderr): only the step's own summary, if any.
+        let md = match said.ran {
+            true => super::learn_summary::render(&said.summary()),
+            false => String::new(),
+        };
         if let Err(e) = hold.release(&file, md.as_bytes()) {
             eprintln!(
                 "sandbox-run: learn: GITHUB_STEP_SUMMARY {}: {e}; the summary was not written",
@@ -65,6 +72,8 @@ fn step_summary() -> Option<PathBuf> {
 /// What learn said, for the step summary.
 #[derive(Default)]
 struct Said {
+    /// Whether the command ran (else there is nothing to say in the summary).
+    ran: bool,
     lines: Vec<String>,
     changed: bool,
     out: Option<PathBuf>,
@@ -139,6 +148,7 @@ fn learn_in(mut args: LearnArgs, verbose: u8, said: &mut Said) -> Result<i32, Fa
     let argv = args.run.target.argv.clone();
     let command = args.run.target.command.clone();
     let (code, denials) = super::run::run_collect(args.run, verbose, true)?;
+    said.ran = true;
 
     let boundary = Boundary {
         repo: ws.repo.clone(),

@@ -592,6 +592,9 @@ impl SummaryHold {
                 bytes.extend_from_slice(&theirs);
             }
         }
+        if bytes.is_empty() {
+            return Ok(());
+        }
         append(file, &bytes)
     }
 }
