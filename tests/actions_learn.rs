@@ -393,6 +393,30 @@ fn refused_names_and_the_steps_own_summary_cannot_hide_or_forge_learns_section()
     );
     let learned = std::fs::read_to_string(r.learned()).unwrap();
     assert!(learned.contains(plain_hostile), "{learned}");
+
+    // a step summary of the runner's whole 1 MiB: learn's section still comes, whole, and the
+    // runner's limit holds (the step's text is left out, and a line says so)
+    let fresh = r.hidden("data/fresh.txt", "fresh\n");
+    let big = format!(
+        "cat '{}' || true\nhead -c 1048576 /dev/zero | tr '\\0' x >> \"$GITHUB_STEP_SUMMARY\"\n",
+        fresh.display()
+    );
+    let b = r.step(3, "github-actions", LEARN, &big);
+    assert!(
+        b.summary.starts_with("### sandbox-run learn\n"),
+        "{}",
+        b.run
+    );
+    assert!(b.summary.len() <= 1 << 20, "{}", b.summary.len());
+    assert!(
+        b.run
+            .stderr
+            .contains("the step's own summary not passed to the runner"),
+        "{}",
+        b.run
+    );
+    let (_, closed) = outside_fences(&b.summary);
+    assert!(closed, "{}", b.summary);
     assert!(!learned.contains("e\n```"), "{learned}");
 }
 
