@@ -9,6 +9,7 @@ mod check;
 mod doctor;
 mod home;
 mod learn;
+mod learn_summary;
 mod live;
 mod profiles;
 pub mod report_sink;
@@ -66,6 +67,14 @@ pub fn run(cli: Cli) -> Result<i32, Fail> {
     }
     let verbose = if cli.quiet { 0 } else { cli.verbose };
     match cli.command {
+        // `SANDBOX_RUN_LEARN=1` in sandbox-run's own environment: a workflow's audit run.
+        Command::Run(args) if learn::switched_on()? => learn::learn_command(
+            crate::cli::LearnArgs {
+                out: None,
+                run: *args,
+            },
+            verbose,
+        ),
         Command::Run(args) => run::run_command(*args, verbose),
         Command::Check(args) => check::check(args),
         Command::Learn(args) => learn::learn_command(*args, verbose),

@@ -63,10 +63,12 @@ pub enum Command {
     /// Run a command like `run` and write a profile that extends the given one and adds only
     /// what the run was refused (each entry with the refusal it answers).
     ///
-    /// Run it again with `--profile` naming the learned profile: it updates that file in place,
-    /// adding only what is new, until the command passes. Nothing the host boundary forbids
-    /// (credential files, a whole home, code-loading variables, programs the repo chose) is
-    /// ever written. The exit status is the command's.
+    /// Run it again (with the same `--profile BASE`, which then runs under what it learned, or
+    /// with `--profile` naming the learned profile): it updates that file in place, adding only
+    /// what is new, until the command passes. Nothing the host boundary forbids (credential
+    /// files, a whole home, code-loading variables, programs the repo chose) is ever written.
+    /// The exit status is the command's. `SANDBOX_RUN_LEARN=1` in sandbox-run's environment
+    /// makes `run` a `learn` (a CI workflow's audit; see docs/github-actions.md).
     Learn(Box<LearnArgs>),
     /// List the profiles, or show one fully resolved as TOML.
     Profiles {

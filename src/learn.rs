@@ -232,6 +232,11 @@ pub struct Boundary {
     pub repo: PathBuf,
     /// Homes whose contents are never bound whole ([`crate::toolchain::homes`]).
     pub homes: Vec<PathBuf>,
+    /// sandbox-run's own configuration and state (the profile directories, the learned
+    /// profile's directory, the state directory with the kept homes and job state): never
+    /// bound, read-write (the command would choose the next run's sandbox) nor read-only (the
+    /// kept homes hold credentials).
+    pub own: Vec<PathBuf>,
 }
 
 /// What became of one refusal.
@@ -499,6 +504,15 @@ fn bind(p: &Path, b: &Boundary, rw: bool) -> Result<(), String> {
         }
         crate::toolchain::Class::Refused(why) => return Err(crate::visible::text(&why)),
     }
+    // Read-write, the command would choose the next run's sandbox; read-only, it would read
+    // the kept homes' credentials and the other profiles.
+    if let Some(own) = b.own.iter().find(|o| p.starts_with(o) || o.starts_with(p)) {
+        return Err(format!(
+            "{} is sandbox-run's own configuration or state ({}), or holds it",
+            crate::visible::path(p),
+            crate::visible::path(own)
+        ));
+    }
     if rw {
         const SYSTEM: &[&str] = &[
             "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/boot", "/opt", "/proc",
@@ -535,6 +549,7 @@ mod tests {
         Boundary {
             repo: "/work/repo".into(),
             homes: vec!["/home/u".into(), "/root".into()],
+            own: vec!["/srv/conf/sandbox-run/profiles".into()],
         }
     }
 
@@ -565,6 +580,9 @@ mod tests {
             Patch::ExtraRw("/usr/local/bin".into()),
             Patch::ExtraRw("/work/repo/.git".into()),
             Patch::ExtraRw("/work".into()),
+            Patch::ExtraRw("/srv/conf/sandbox-run/profiles/ci-learned.toml".into()),
+            Patch::ExtraRw("/srv/conf".into()),
+            Patch::ExtraRo("/srv/conf/sandbox-run/profiles/ci-learned.toml".into()),
             Patch::ProgramPath("/work/repo/node_modules/.bin/x".into()),
             Patch::Program("../x".into()),
             Patch::EnvKeep("LD_PRELOAD".into()),

@@ -1,7 +1,10 @@
 //! `sandbox-run learn --profile BASE [--out FILE] [run flags] -- CMD`: runs CMD as `run` does,
 //! with every path lookup seen, and writes a profile that extends BASE and adds only what the
-//! run was refused ([`crate::learn`]). Run again with `--profile` naming the learned profile,
-//! it updates that file in place until the command passes with no refusal.
+//! run was refused ([`crate::learn`]). Run again, with `--profile` naming the learned profile
+//! or with the same BASE (then it runs under what BASE's learned profile holds), it updates
+//! that file in place until the command passes with no refusal. `SANDBOX_RUN_LEARN=1` in
+//! sandbox-run's own environment makes `run` a learn (a workflow's audit); under GitHub
+//! Actions its section goes first in the step summary ([`super::learn_summary`]).
 //!
 //! The learned file is read before the run and written after it, outside the repo (which the
 //! command can write), never over a file learn did not write, and only after the profile it
@@ -14,10 +17,86 @@ use crate::profile::{Loader, Source};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// `SANDBOX_RUN_LEARN`, read from sandbox-run's own environment (the workflow's `env:`, never
+/// a step's `GITHUB_ENV`, which reaches only the command): `1` makes `run` a `learn`.
+pub(super) const SWITCH: &str = "SANDBOX_RUN_LEARN";
+
+/// Is the switch on? `1`/`true` on, `0`/`false`/empty/unset off; any other value is refused,
+/// so a typo never leaves a job enforcing when it meant to audit, or the other way round.
+pub(super) fn switched_on() -> Result<bool, Fail> {
+    let v = std::env::var_os(SWITCH).unwrap_or_default();
+    match v.to_str() {
+        Some("1" | "true") => Ok(true),
+        Some("0" | "false" | "") => Ok(false),
+        _ => Err(Fail::usage(format!(
+            "{SWITCH}={} is neither 1 (learn: name and learn what the command is refused) nor 0 (run); set it to 1 or 0 in the workflow's env:",
+            crate::visible::text(&v.to_string_lossy())
+        ))),
+    }
+}
+
 pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
+    // Under Actions, learn's section goes in front of the step's own summary.
+    let summary_file = step_summary();
+    let hold = summary_file
+        .as_ref()
+        .map(|_| crate::changes::actions::hold_summary());
+    let mut said = Said::default();
+    let r = learn_in(args, verbose, &mut said);
+    if let (Some(file), Some(hold)) = (summary_file, hold) {
+        if let (Err(f), true) = (&r, said.ran) {
+            said.lines.push(format!("sandbox-run: {}", f.line()));
+        }
+        // Nothing ran (a usage error, said on stderr): only the step's own summary, if any.
+        let md = match said.ran {
+            true => super::learn_summary::render(&said.summary()),
+            false => String::new(),
+        };
+        if let Err(e) = hold.release(&file, md.as_bytes()) {
+            eprintln!(
+                "sandbox-run: learn: GITHUB_STEP_SUMMARY {}: {e}; the summary was not written",
+                crate::visible::path(&file)
+            );
+        }
+    }
+    r
+}
+
+/// The runner's step summary file, named in sandbox-run's own environment.
+fn step_summary() -> Option<PathBuf> {
+    std::env::var_os("GITHUB_STEP_SUMMARY")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// What learn said, for the step summary.
+#[derive(Default)]
+struct Said {
+    /// Whether the command ran (else there is nothing to say in the summary).
+    ran: bool,
+    lines: Vec<String>,
+    changed: bool,
+    out: Option<PathBuf>,
+    by_name: String,
+    toml: Option<String>,
+}
+
+impl Said {
+    fn summary(&self) -> super::learn_summary::Summary<'_> {
+        super::learn_summary::Summary {
+            lines: &self.lines,
+            changed: self.changed,
+            out: self.out.as_deref(),
+            by_name: &self.by_name,
+            toml: self.toml.as_deref(),
+        }
+    }
+}
+
+fn learn_in(mut args: LearnArgs, verbose: u8, said: &mut Said) -> Result<i32, Fail> {
     let spec = args.run.target.profile.clone();
     let loader = Loader::from_env();
-    let (base, chain) = loader.load_chain(&spec).map_err(|e| Fail::usage(e.0))?;
+    let (mut base, chain) = loader.load_chain(&spec).map_err(|e| Fail::usage(e.0))?;
     // The profile the run starts from: a learned one (a second round) is updated in place.
     let leaf = match chain.first() {
         Some((Source::File(p), text)) if text.starts_with(learn::MARKER) => Some(p.clone()),
@@ -32,6 +111,7 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
     };
     let ws = quiet_workspace(args.run.target.repo.as_deref()).map_err(Fail::usage)?;
     refuse_writable(&out, &ws.repo, &base)?;
+    said.out = out.exists().then(|| out.clone());
     // Read before the run: what the command does cannot change what learn starts from.
     let mut learned = match read_learned(&out)? {
         Some(l) => {
@@ -43,6 +123,18 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
                     l.base,
                     out.display()
                 )));
+            }
+            if leaf.is_none() {
+                // An earlier round of the same BASE: run under what it learned, so that the
+                // same command line (a workflow's shell line) converges round by round.
+                let learned_spec = out.display().to_string();
+                base = loader.load(&learned_spec).map_err(|e| Fail::usage(e.0))?;
+                refuse_writable(&out, &ws.repo, &base)?;
+                eprintln!(
+                    "sandbox-run: learn: running under {} (learned from {spec} by an earlier run); it is updated in place",
+                    crate::visible::path(&out)
+                );
+                args.run.target.profile = learned_spec;
             }
             l
         }
@@ -56,18 +148,26 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
     let argv = args.run.target.argv.clone();
     let command = args.run.target.command.clone();
     let (code, denials) = super::run::run_collect(args.run, verbose, true)?;
+    said.ran = true;
 
     let boundary = Boundary {
         repo: ws.repo.clone(),
         homes: crate::toolchain::homes(&home().iter().map(PathBuf::as_path).collect::<Vec<_>>()),
+        own: own_places(&out, &loader),
     };
     for r in &denials {
+        said.lines.push(format!("sandbox-run: {}", r.line()));
         match learn::apply(&mut learned, r, &base, &boundary) {
             Outcome::Added(line) | Outcome::Refused(line) => {
-                eprintln!("sandbox-run: learn: {line}")
+                eprintln!("sandbox-run: learn: {line}");
+                said.lines.push(format!("sandbox-run: learn: {line}"));
             }
             Outcome::Already => {}
         }
+    }
+    said.by_name = by_name(&out);
+    if out.exists() {
+        said.toml = Some(learned.render());
     }
     if learned == before {
         let why = if denials.is_empty() {
@@ -90,12 +190,12 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
         allow_program: Vec::new(),
         argv,
     };
-    write_checked(&out, &learned.render(), &target)?;
-    // In the caller's profile directory it is found by name.
-    let by_name = Loader::user_dir()
-        .filter(|d| out.parent() == Some(d.as_path()))
-        .and_then(|_| out.file_stem()?.to_str().map(str::to_string))
-        .unwrap_or_else(|| out.display().to_string());
+    let text = learned.render();
+    write_checked(&out, &text, &target)?;
+    said.changed = true;
+    said.out = Some(out.clone());
+    said.toml = Some(text);
+    let by_name = by_name(&out);
     let n = learned.items.len();
     eprintln!(
         "sandbox-run: learn: wrote {} ({n} {}, extends {}); run with --profile {by_name}",
@@ -104,6 +204,30 @@ pub(super) fn learn_command(args: LearnArgs, verbose: u8) -> Result<i32, Fail> {
         learned.base,
     );
     Ok(code)
+}
+
+/// sandbox-run's own configuration and state, as written and resolved: the learned profile's
+/// directory, every profile directory, the state directory.
+fn own_places(out: &Path, loader: &Loader) -> Vec<PathBuf> {
+    let mut own: Vec<PathBuf> = out.parent().map(Path::to_path_buf).into_iter().collect();
+    own.extend(loader.dirs.iter().cloned());
+    own.extend(Loader::user_dir());
+    own.extend(super::resolve::state_dir("learn"));
+    let real: Vec<PathBuf> = own
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    own.extend(real);
+    own
+}
+
+/// How `--profile` names the learned profile: by name in the caller's profile directory, else
+/// by its path.
+fn by_name(out: &Path) -> String {
+    Loader::user_dir()
+        .filter(|d| out.parent() == Some(d.as_path()))
+        .and_then(|_| out.file_stem()?.to_str().map(str::to_string))
+        .unwrap_or_else(|| out.display().to_string())
 }
 
 /// The workspace, as the run finds it (which says what it chose: once is enough).
@@ -214,8 +338,17 @@ fn refuse_writable(out: &Path, repo: &Path, base: &crate::profile::Profile) -> R
             "sandbox-run's state directory (kept homes)".to_string(),
         ));
     }
-    for p in base.filesystem.extra_rw.iter().filter(|p| p.is_absolute()) {
-        places.push((p.clone(), "the profile's filesystem.extra_rw".to_string()));
+    for p in &base.filesystem.extra_rw {
+        // `$RUNNER_TEMP`: the caller's value, as the run binds it.
+        let p = match crate::profile::env_path_name(p) {
+            Some(name) => match std::env::var_os(name) {
+                Some(v) if Path::new(&v).is_absolute() => PathBuf::from(v),
+                _ => continue,
+            },
+            None if p.is_absolute() => p.clone(),
+            None => continue,
+        };
+        places.push((p, "the profile's filesystem.extra_rw".to_string()));
     }
     for (place, words) in &places {
         let place_real = real(place);

@@ -504,6 +504,13 @@ pub fn apply(s: &Setup) -> Report {
                 k.add_path(p);
             }
         }
+        if name == "GITHUB_STEP_SUMMARY" && !f.out.is_empty() {
+            if let Some(mut held) = held_summary() {
+                // `learn` writes its own section first, then this ([`hold_summary`]).
+                report.appended += f.appended;
+                *held = Some(Some((real.clone(), std::mem::take(&mut f.out))));
+            }
+        }
         if !f.out.is_empty() {
             match append(real, &f.out) {
                 Ok(()) => {
@@ -542,6 +549,81 @@ pub fn apply(s: &Setup) -> Report {
     refused.truncate(REPORT_MAX);
     report.refused = refused;
     report
+}
+
+/// The step's summary, held back by `learn` until its own section is written: `None` while
+/// nobody holds it, `Some(None)` held with nothing yet, `Some(Some((file, bytes)))` held.
+type Held = Option<Option<(PathBuf, Vec<u8>)>>;
+static SUMMARY_HELD: std::sync::Mutex<Held> = std::sync::Mutex::new(None);
+
+/// The held summary slot, when [`hold_summary`] asked for it.
+fn held_summary() -> Option<std::sync::MutexGuard<'static, Held>> {
+    let g = SUMMARY_HELD.lock().unwrap_or_else(|e| e.into_inner());
+    g.is_some().then_some(g)
+}
+
+/// From now on [`apply`] keeps the step's filtered summary instead of appending it, so that
+/// `learn` can put its own section first: a step that leaves an open fence or `<!--` in its
+/// summary then cannot hide learn's. Whatever happens, the held text reaches the runner's file
+/// when the guard goes ([`SummaryHold::release`] with learn's section in front of it).
+pub fn hold_summary() -> SummaryHold {
+    *SUMMARY_HELD.lock().unwrap_or_else(|e| e.into_inner()) = Some(None);
+    SummaryHold(())
+}
+
+/// See [`hold_summary`].
+pub struct SummaryHold(());
+
+impl SummaryHold {
+    /// Appends `first` (learn's section), then the step's own summary when it was held, to
+    /// `file` in one write, with the care [`apply`] takes; the step's text is left out (one
+    /// line says so) when both would pass the runner's 1 MiB, so that learn's section stays.
+    pub fn release(self, file: &Path, first: &[u8]) -> std::io::Result<()> {
+        let held = take_held();
+        let mut bytes = first.to_vec();
+        if let Some((real, theirs)) = held {
+            if real != file {
+                append(&real, &theirs)?;
+            } else if (first.len() + theirs.len()) as u64 + existing(file) > SUMMARY_MAX {
+                eprintln!(
+                    "sandbox-run: GITHUB_STEP_SUMMARY: the step's own summary not passed to the runner: with learn's section it is larger than the runner's 1 MiB"
+                );
+            } else {
+                bytes.extend_from_slice(&theirs);
+            }
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        append(file, &bytes)
+    }
+}
+
+/// What the runner's file holds already (it counts toward the runner's 1 MiB).
+fn existing(file: &Path) -> u64 {
+    std::fs::symlink_metadata(file).map_or(0, |m| m.len())
+}
+
+fn take_held() -> Option<(PathBuf, Vec<u8>)> {
+    SUMMARY_HELD
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .flatten()
+}
+
+impl Drop for SummaryHold {
+    fn drop(&mut self) {
+        if let Some((real, theirs)) = take_held() {
+            if let Err(e) = append(&real, &theirs) {
+                eprintln!(
+                    "sandbox-run: GITHUB_STEP_SUMMARY: {}: {}",
+                    real.display(),
+                    io_words(&e)
+                );
+            }
+        }
+    }
 }
 
 /// An I/O error without its `(os error N)` tail.
