@@ -514,24 +514,46 @@ fn bind(p: &Path, b: &Boundary, rw: bool) -> Result<(), String> {
         ));
     }
     if rw {
-        const SYSTEM: &[&str] = &[
-            "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/boot", "/opt", "/proc",
-            "/sys", "/dev", "/run", "/var/run", "/root",
-        ];
-        if let Some(s) = SYSTEM.iter().find(|s| p.starts_with(s)) {
-            return Err(format!(
-                "{} is in {s}, which a sandboxed command never writes",
-                crate::visible::path(p)
-            ));
-        }
         if p.starts_with(&b.repo) || b.repo.starts_with(p) {
             return Err(format!(
                 "{} is the repo or in it: its writes go through the repo's own mode",
                 crate::visible::path(p)
             ));
         }
+        writable(p, b)?;
     }
     Ok(())
+}
+
+/// Where learn may make a path read-write: the places a build writes outside its repo, named.
+/// Anything else the host may run or trust later (its crontabs and spools, a home's dotfiles
+/// and `~/bin`, `/usr/local`, `/opt`, `/etc`) stays the user's own decision, by hand.
+/// - a cache: `~/.cache/X` of a home, `/var/cache/X`;
+/// - scratch and data: `/tmp/X`, `/var/tmp/X`, `/srv/X`, `/mnt/X`, `/media/X`;
+/// - a sibling of the repo (a monorepo's other package, a build's output beside it), when the
+///   repo's directory is neither `/` nor a home, and the sibling is no dot-entry.
+fn writable(p: &Path, b: &Boundary) -> Result<(), String> {
+    const PLACES: &[&str] = &["/var/cache", "/tmp", "/var/tmp", "/srv", "/mnt", "/media"];
+    // strictly below `dir`, the first component below it no dot-entry
+    let below = |dir: &Path| {
+        p.strip_prefix(dir).ok().and_then(|rest| {
+            let first = rest.components().next()?;
+            let dot = first.as_os_str().as_encoded_bytes().starts_with(b".");
+            (!dot).then_some(())
+        })
+    };
+    let cache = b.homes.iter().any(|h| below(&h.join(".cache")).is_some());
+    let place = PLACES.iter().any(|d| below(Path::new(d)).is_some());
+    let sibling = b.repo.parent().is_some_and(|parent| {
+        parent != Path::new("/") && !b.homes.iter().any(|h| h == parent) && below(parent).is_some()
+    });
+    if cache || place || sibling {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is not where learn makes paths writable (a cache: ~/.cache/X, /var/cache/X; /tmp/X, /var/tmp/X, /srv/X, /mnt/X, /media/X; a sibling of the repo); if the command must write there, add it to extra_rw by hand",
+        crate::visible::path(p)
+    ))
 }
 
 #[cfg(test)]
@@ -583,6 +605,17 @@ mod tests {
             Patch::ExtraRw("/srv/conf/sandbox-run/profiles/ci-learned.toml".into()),
             Patch::ExtraRw("/srv/conf".into()),
             Patch::ExtraRo("/srv/conf/sandbox-run/profiles/ci-learned.toml".into()),
+            // what the host runs or trusts later: only by hand
+            Patch::ExtraRw("/var/spool/cron/crontabs".into()),
+            Patch::ExtraRw("/home/u/.bashrc".into()),
+            Patch::ExtraRw("/home/u/.local/bin".into()),
+            Patch::ExtraRw("/home/u/bin".into()),
+            Patch::ExtraRw("/home/u/.cache".into()),
+            Patch::ExtraRw("/var/cache".into()),
+            Patch::ExtraRw("/tmp/.X11-unix".into()),
+            Patch::ExtraRw("/work/.hidden".into()),
+            Patch::ExtraRw("/opt/tool".into()),
+            Patch::ExtraRw("/var/lib/dpkg".into()),
             Patch::ProgramPath("/work/repo/node_modules/.bin/x".into()),
             Patch::Program("../x".into()),
             Patch::EnvKeep("LD_PRELOAD".into()),
@@ -610,6 +643,9 @@ mod tests {
             Patch::ExtraRo("/opt/tool/share".into()),
             Patch::ExtraRo("/home/u/.local/bin".into()),
             Patch::ExtraRw("/var/cache/ccache".into()),
+            Patch::ExtraRw("/home/u/.cache/pre-commit".into()),
+            Patch::ExtraRw("/srv/data/out.txt".into()),
+            Patch::ExtraRw("/work/sibling/dist".into()),
             Patch::EnvKeep("RUST_BACKTRACE".into()),
             Patch::Limit {
                 key: "memory".into(),
@@ -622,7 +658,7 @@ mod tests {
                 "{p:?}"
             );
         }
-        assert_eq!(l.items.len(), 5);
+        assert_eq!(l.items.len(), 8);
     }
 
     #[test]
