@@ -45,14 +45,7 @@ pub fn collect(
     for r in s.refused_calls {
         all.add(r.clone());
     }
-    let view = fs::View {
-        namespaces: plan.namespaces,
-        host_netns: crate::plan::port_rules_apply(plan.namespaces, plan.net),
-        mounts: &plan.mounts,
-        landlock: plan.landlock.as_ref(),
-        homes,
-        repo: &plan.repo,
-    };
+    let view = view(plan, homes);
     // What the command's own stderr named first (it failed on it), then what `--observe`
     // saw looked up (a probe the command may have coped with): the first lines on stderr are
     // the likeliest causes.
@@ -71,6 +64,31 @@ pub fn collect(
         all.add(r);
     }
     all.into_vec()
+}
+
+/// The homes a run's paths are judged against: the caller's (`$HOME`) and the sandbox's,
+/// with every home on the host ([`crate::toolchain::homes`]).
+pub fn homes(plan: &crate::plan::Plan) -> Vec<PathBuf> {
+    let caller = std::env::var_os("HOME").map(PathBuf::from);
+    let given: Vec<&Path> = caller
+        .as_deref()
+        .into_iter()
+        .chain([plan.home.as_path()])
+        .collect();
+    crate::toolchain::homes(&given)
+}
+
+/// What the command saw of the filesystem, for [`fs::classify`]: the plan's mounts and
+/// landlock rules.
+pub fn view<'a>(plan: &'a crate::plan::Plan, homes: &'a [PathBuf]) -> fs::View<'a> {
+    fs::View {
+        namespaces: plan.namespaces,
+        host_netns: crate::plan::port_rules_apply(plan.namespaces, plan.net),
+        mounts: &plan.mounts,
+        landlock: plan.landlock.as_ref(),
+        homes,
+        repo: &plan.repo,
+    }
 }
 
 /// The lines said on stderr for `list`: each [`Refusal::line`] with the `sandbox-run: `

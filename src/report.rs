@@ -385,13 +385,7 @@ fn denials_of(
     f: &Finished,
     limits: crate::denials::resource::Limits,
 ) -> Vec<crate::denials::Refusal> {
-    let caller_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let given: Vec<&std::path::Path> = caller_home
-        .as_deref()
-        .into_iter()
-        .chain([plan.home.as_path()])
-        .collect();
-    let homes = crate::toolchain::homes(&given);
+    let homes = crate::denials::homes(plan);
     let sources = crate::denials::Sources {
         refused_calls: &f.refused_calls,
         paths_seen: &f.paths_seen,

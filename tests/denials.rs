@@ -7,10 +7,13 @@
 //! supervisor relays when it captures), judged after the run against the plan and the host.
 
 mod common;
+#[path = "support/refusals.rs"]
+mod refusals;
 #[path = "support/schema.rs"]
 mod schema;
 
 use common::*;
+use refusals::{head, Out};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -36,101 +39,6 @@ fn limits(t: &mut toml::Table, key: &str, value: toml::Value) {
         .insert(key.into(), value);
 }
 
-struct Out {
-    run: Run,
-    report: Value,
-}
-
-impl Out {
-    fn denials(&self) -> Vec<Value> {
-        self.report["results"][0]["denials"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// The one denial of `kind`/`sub`, or a failure that shows the run.
-    fn denial(&self, kind: &str, sub: &str) -> Value {
-        let found: Vec<Value> = self
-            .denials()
-            .into_iter()
-            .filter(|d| d["kind"] == kind && d["sub"] == sub)
-            .collect();
-        assert_eq!(found.len(), 1, "one {kind} {sub} denial:\n{self}");
-        found[0].clone()
-    }
-
-    fn none_of(&self, kind: &str) {
-        assert!(
-            self.denials().iter().all(|d| d["kind"] != kind),
-            "no {kind} denial:\n{self}"
-        );
-    }
-
-    /// The stderr lines of refusals.
-    fn refused_lines(&self) -> Vec<&str> {
-        self.run
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("sandbox-run: refused "))
-            .collect()
-    }
-
-    /// The denial's line is on stderr, once.
-    fn says(&self, d: &Value) {
-        let line = format!(
-            "sandbox-run: refused {} {}: {}{}: {}; {}",
-            d["kind"].as_str().unwrap(),
-            d["sub"].as_str().unwrap(),
-            d["what"].as_str().unwrap(),
-            match d["count"].as_u64().unwrap() {
-                1 => String::new(),
-                n => format!(" ({n}x)"),
-            },
-            d["rule"].as_str().unwrap(),
-            d["fix"].as_str().unwrap()
-        );
-        let n = self.refused_lines().iter().filter(|l| **l == line).count();
-        assert_eq!(n, 1, "{line:?} once on stderr:\n{self}");
-    }
-
-    /// With `-v`: the denial's line said once, live or at the end, matched by its start (said
-    /// live it has no count: the count is in the report).
-    fn says_v(&self, d: &Value) {
-        let head = head(d);
-        let n = self.said_at(&head).len();
-        assert_eq!(n, 1, "{head:?} once on stderr with -v:\n{self}");
-    }
-
-    /// Where on stderr (line numbers) a refusal line starting with `head` is.
-    fn said_at(&self, head: &str) -> Vec<usize> {
-        said_at(&self.run.stderr, head)
-    }
-}
-
-/// `sandbox-run: refused KIND SUB: WHAT` of a denial of the report.
-fn head(d: &Value) -> String {
-    format!(
-        "sandbox-run: refused {} {}: {}",
-        d["kind"].as_str().unwrap(),
-        d["sub"].as_str().unwrap(),
-        d["what"].as_str().unwrap()
-    )
-}
-
-/// The line numbers of `text` that are the refusal line `head` (followed by its count or its
-/// rule).
-fn said_at(text: &str, head: &str) -> Vec<usize> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| {
-            l.strip_prefix(head)
-                .is_some_and(|r| r.starts_with(": ") || r.starts_with(" ("))
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
 /// The same run with `-v`: its report has the refusal of `kind`/`sub`, and `-v` says it once.
 fn says_v(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str], kind: &str, sub: &str) {
     let mut o = vec!["-v"];
@@ -140,16 +48,6 @@ fn says_v(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str], kind: &str,
     v.says_v(&d);
 }
 
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}\ndenials: {:#}",
-            self.run, self.report["results"][0]["denials"]
-        )
-    }
-}
-
 /// Run `argv` in a sandbox of `profile` over `repo`, capturing (so the command's stderr
 /// passes the supervisor), with a report.
 fn run(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str]) -> Out {
@@ -157,13 +55,7 @@ fn run(profile: &Path, repo: &Path, opts: &[&str], argv: &[&str]) -> Out {
     let _ = std::fs::remove_file(&report);
     let mut o = vec!["--report", report.to_str().unwrap(), "--capture"];
     o.extend_from_slice(opts);
-    let r = run_command(sandbox_command(profile, repo, &o, argv), LIMIT);
-    let report = std::fs::read_to_string(&report)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| panic!("no report:\n{r}"));
-    schema::assert_valid_report(&report);
-    Out { run: r, report }
+    Out::of(sandbox_command(profile, repo, &o, argv), &report)
 }
 
 fn sh(script: &str) -> Vec<String> {

@@ -15,91 +15,16 @@
 //! rootless.
 
 mod common;
+#[path = "support/refusals.rs"]
+mod refusals;
 #[path = "support/schema.rs"]
 mod schema;
 
 use common::*;
+use refusals::Out;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-struct Out {
-    run: Run,
-    report: Value,
-}
-
-impl Out {
-    fn denials(&self) -> Vec<Value> {
-        self.report["results"][0]["denials"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// The one `filesystem landlock` denial of `what`, or a failure that shows the run.
-    fn landlock(&self, what: &str) -> Value {
-        let found: Vec<Value> = self
-            .denials()
-            .into_iter()
-            .filter(|d| d["kind"] == "filesystem" && d["sub"] == "landlock" && d["what"] == what)
-            .collect();
-        assert_eq!(found.len(), 1, "one filesystem landlock {what:?}:\n{self}");
-        found[0].clone()
-    }
-
-    fn no_filesystem(&self) {
-        assert!(
-            self.denials().iter().all(|d| d["kind"] != "filesystem"),
-            "no filesystem denial:\n{self}"
-        );
-    }
-
-    /// The denial's end-of-run line is on stderr, once.
-    fn says(&self, d: &Value) {
-        let line = format!(
-            "sandbox-run: refused {} {}: {}{}: {}; {}",
-            d["kind"].as_str().unwrap(),
-            d["sub"].as_str().unwrap(),
-            d["what"].as_str().unwrap(),
-            match d["count"].as_u64().unwrap() {
-                1 => String::new(),
-                n => format!(" ({n}x)"),
-            },
-            d["rule"].as_str().unwrap(),
-            d["fix"].as_str().unwrap()
-        );
-        let n = self.run.stderr.lines().filter(|l| *l == line).count();
-        assert_eq!(n, 1, "{line:?} once on stderr:\n{self}");
-    }
-
-    /// A `-v` run names it: a line that starts `sandbox-run: refused KIND SUB: WHAT` and goes
-    /// on with `: ` or ` (` (with or without the count), ending in the fix.
-    fn says_verbose(&self, d: &Value) {
-        let head = format!(
-            "sandbox-run: refused {} {}: {}",
-            d["kind"].as_str().unwrap(),
-            d["sub"].as_str().unwrap(),
-            d["what"].as_str().unwrap()
-        );
-        let fix = d["fix"].as_str().unwrap();
-        let found = self.run.stderr.lines().any(|l| {
-            l.strip_prefix(&head)
-                .is_some_and(|rest| rest.starts_with(": ") || rest.starts_with(" ("))
-                && l.ends_with(fix)
-        });
-        assert!(found, "a -v line {head:?}...{fix:?}:\n{self}");
-    }
-}
-
-impl std::fmt::Display for Out {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}\ndenials: {:#}",
-            self.run, self.report["results"][0]["denials"]
-        )
-    }
-}
 
 /// How a run is made: in the full sandbox, or where no user namespace can be created (then
 /// sandbox-run's `$TMPDIR` is `tmp`, where its scratch dir goes).
@@ -121,13 +46,7 @@ fn run(host: Host, profile: &Path, repo: &Path, opts: &[&str], argv: &[&str]) ->
         c.env("TMPDIR", tmp);
         c = under_zero_sysctl(c, "user/max_user_namespaces");
     }
-    let r = run_command(c, LIMIT);
-    let report = std::fs::read_to_string(&report)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_else(|| panic!("no report:\n{r}"));
-    schema::assert_valid_report(&report);
-    Out { run: r, report }
+    Out::of(c, &report)
 }
 
 /// The refused run, then the same with `-v`: the denial (checked by `check`) is in the
@@ -143,7 +62,7 @@ fn refused(
 ) {
     let o = run(host, profile, repo, opts, argv);
     assert_ne!(o.run.code, Some(0), "the command fails:\n{o}");
-    let d = o.landlock(what);
+    let d = o.one("filesystem", "landlock", Some(what));
     assert_eq!(d["count"], 1, "{o}");
     check(&d);
     o.says(&d);
@@ -151,7 +70,7 @@ fn refused(
     v.push("-v");
     let ov = run(host, profile, repo, &v, argv);
     assert_ne!(ov.run.code, Some(0), "the command fails:\n{ov}");
-    ov.says_verbose(&ov.landlock(what));
+    ov.says_v(&ov.one("filesystem", "landlock", Some(what)));
 }
 
 /// The fix names the profile setting for `path`, and the patch is that setting.
@@ -246,7 +165,7 @@ fn a_read_outside_landlock_names_its_extra_ro() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert!(ok.run.stdout.contains("host notes"), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// Write: an existing host file overwritten (`sh: cannot create`) is named a write of that
@@ -277,7 +196,7 @@ fn a_write_outside_landlock_names_its_extra_rw() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "after\n");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// Write in the full sandbox: its own /proc is read-only to the command, whatever the
@@ -310,7 +229,7 @@ fn a_write_to_the_sandboxs_own_proc_is_never() {
         &sh("echo x > /tmp/x && cat /tmp/x"),
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// Exec: a host program outside every rule (dash: `sh: 1: PATH: Permission denied`) is
@@ -341,7 +260,7 @@ fn an_exec_outside_landlock_names_its_extra_ro() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert!(ok.run.stdout.contains("tool ran"), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// Truncate (landlock ABI 3): `truncate(2)` of a file landlock gives read-only, seen by
@@ -427,7 +346,7 @@ fn an_ioctl_on_a_device_is_named_never() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert!(ok.run.stdout.contains("device ok"), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// A perl one-liner that binds a unix socket at `path` (its error text names no path).
@@ -472,7 +391,7 @@ fn a_unix_socket_bind_outside_landlock_names_its_directory() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert!(ok.run.stdout.contains("bound"), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
 }
 
 /// Connect to an abstract unix socket of a process outside the sandbox (landlock scope, ABI
@@ -535,6 +454,6 @@ fn an_abstract_socket_outside_the_sandbox_is_named_never() {
     );
     assert_eq!(ok.run.code, Some(0), "{ok}");
     assert!(ok.run.stdout.contains("connected"), "{ok}");
-    ok.no_filesystem();
+    ok.none_of("filesystem");
     drop(listener);
 }

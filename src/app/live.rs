@@ -9,14 +9,7 @@ use crate::supervisor::{Judge, Seen};
 /// The judge of a run of `plan` with the supervisor's `limits`.
 pub(super) fn judge(plan: &crate::plan::Plan, limits: resource::Limits) -> Judge {
     let plan = plan.clone();
-    // The homes as the report's judgement sees them: the caller's and the sandbox's.
-    let caller_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let given: Vec<&std::path::Path> = caller_home
-        .as_deref()
-        .into_iter()
-        .chain([plan.home.as_path()])
-        .collect();
-    let homes = crate::toolchain::homes(&given);
+    let homes = crate::denials::homes(&plan);
     let rlimits = plan.rlimits;
     // One limit: what the end's judgement says of a run that hit only it.
     let limit = move |ran: &resource::Ran, seen: &[crate::refusal::PathSeen]| {
@@ -29,14 +22,10 @@ pub(super) fn judge(plan: &crate::plan::Plan, limits: resource::Limits) -> Judge
     Box::new(move |seen| match seen {
         Seen::Path(p) => {
             let view = fs::View {
-                namespaces: plan.namespaces,
-                mounts: &plan.mounts,
-                landlock: plan.landlock.as_ref(),
-                homes: &homes,
-                repo: &plan.repo,
                 // An abstract name is judged at the end only: during the run it may be the
                 // sandbox's own listener, which landlock lets it reach.
                 host_netns: false,
+                ..crate::denials::view(&plan, &homes)
             };
             // A path, or `Too many open files` (said as the end says it). `File too large`
             // waits for the end: on a repo layer with a disk cap it is the cap's.
